@@ -1,0 +1,71 @@
+// tokensieve info: architecture, shapes, tokenizer and tensor types of a GGUF model.
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "runtime/kv_cache.h"
+
+namespace ts::cli {
+namespace {
+
+struct InfoOptions {
+  ModelOptions model;
+  bool json = false;
+};
+
+void info(const InfoOptions& o) {
+  auto model = Model::load(o.model.model_path);
+  const ModelConfig& c = model->config();
+  const Tokenizer& tok = model->tokenizer();
+  std::map<std::string, size_t> type_counts;
+  uint64_t n_params = 0;
+  for (const GgufTensor& t : model->gguf().tensors()) {
+    ++type_counts[std::string(quant_traits(t.type).name)];
+    n_params += t.n_elements;
+  }
+  // Tied models store no output.weight, so parameters counted are the distinct stored ones.
+  const size_t kv_bytes = KvCache(c.n_layers, 1, size_t{c.n_kv_heads} * c.head_dim).bytes_per_token();
+  nlohmann::json j = {
+      {"file", o.model.model_path},
+      {"gguf_version", model->gguf().version()},
+      {"name", c.name},
+      {"architecture", c.arch},
+      {"n_layers", c.n_layers},
+      {"n_embd", c.n_embd},
+      {"n_ff", c.n_ff},
+      {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads},
+      {"head_dim", c.head_dim},
+      {"rope_dim", c.rot_dim},
+      {"rope_base", c.rope_base},
+      {"rope_layout", c.rope_layout == RopeLayout::Neox ? "neox" : "interleaved"},
+      {"n_ctx_train", c.n_ctx_train},
+      {"rms_eps", c.rms_eps},
+      {"n_vocab", c.n_vocab},
+      {"n_params", n_params},
+      {"weight_bytes", model->weight_bytes()},
+      {"kv_bytes_per_token", kv_bytes},
+      {"tied_output", model->gguf().find_tensor("output.weight") == nullptr},
+      {"tokenizer", {{"model", tok.model_name()}, {"pre", tok.pre_name()}, {"bos", tok.bos()}, {"eos", tok.eos()},
+                     {"add_bos", tok.add_bos_default()}}},
+      {"tensor_types", type_counts},
+  };
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  for (auto& [k, v] : j.items()) std::printf("%-20s %s\n", k.c_str(), v.dump().c_str());
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto opts = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand("info", "describe a GGUF model");
+  add_model_options(*cmd, opts->model, false);
+  cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
+  cmd->callback([opts] { info(*opts); });
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,42 @@
+// AVX2 + FMA + F16C versions of SimdOps.
+#include <immintrin.h>
+
+#include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+
+struct VecAvx2 {
+  using Reg = __m256;
+  static constexpr size_t kWidth = 8;
+  static constexpr int kTokenBlock = 2;  // 16 ymm registers: 4x2 accumulators + loads fit
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg set1(float a) { return _mm256_set1_ps(a); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static Reg load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static void store_f16(uint16_t* p, Reg v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static float reduce(Reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+#include "kernels/simd_generic.inc"
+
+}  // namespace
+
+const SimdOps& avx2_ops() {
+  static const SimdOps table = make_ops<VecAvx2>("avx2");
+  return table;
+}
+
+}  // namespace ts

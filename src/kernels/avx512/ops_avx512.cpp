@@ -1,0 +1,37 @@
+// AVX-512 versions of SimdOps.
+#include <immintrin.h>
+
+#include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+
+struct VecAvx512 {
+  using Reg = __m512;
+  static constexpr size_t kWidth = 16;
+  static constexpr int kTokenBlock = 4;  // 32 zmm registers: 4x4 accumulators + loads fit
+  static Reg zero() { return _mm512_setzero_ps(); }
+  static Reg set1(float a) { return _mm512_set1_ps(a); }
+  static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static Reg load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static void store_f16(uint16_t* p, Reg v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static float reduce(Reg v) { return _mm512_reduce_add_ps(v); }
+};
+
+#include "kernels/simd_generic.inc"
+
+}  // namespace
+
+const SimdOps& avx512_ops() {
+  static const SimdOps table = make_ops<VecAvx512>("avx512");
+  return table;
+}
+
+}  // namespace ts

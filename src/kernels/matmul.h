@@ -1,0 +1,25 @@
+#pragma once
+// Matrix products against stored (possibly quantized) weights, split across the thread pool.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/quant_types.h"
+
+namespace ts {
+
+// A weight matrix as stored in the file: `rows` rows of `cols` elements, row-major in blocks.
+struct WeightView {
+  const QuantTraits* traits = nullptr;
+  const uint8_t* data = nullptr;
+  size_t rows = 0, cols = 0;
+  size_t row_stride() const { return row_bytes(*traits, cols); }
+};
+
+// y[t][r] = dot(w row r, x[t]) for t < n_tok; x rows are `cols` floats apart, y rows `w.rows` apart.
+void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+
+// Converts one stored row to floats (embedding lookup).
+void weight_row_to_float(const WeightView& w, size_t row, float* dst);
+
+}  // namespace ts

@@ -1,0 +1,30 @@
+#pragma once
+// The hot inner loops, one table per instruction set: a scalar reference and AVX2/AVX-512
+// versions that tests compare against it. Callers use ops(), chosen once at run time.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace ts {
+
+struct SimdOps {
+  const char* name;
+  // y[t * y_stride + r] = sum_k w[r * cols + k] * x[t * x_stride + k]  for r < n_rows, t < n_tok.
+  // The register-blocked core of every matrix product (weights already converted to float).
+  void (*gemm_f32)(const float* w, size_t n_rows, const float* x, size_t x_stride, size_t n_tok, size_t cols,
+                   float* y, size_t y_stride);
+  float (*dot_f32)(const float* a, const float* b, size_t n);
+  // Attention over an F16 KV cache: q·k and y += a·v with k, v in IEEE half precision.
+  float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
+  void (*axpy_f16)(float a, const uint16_t* v, float* y, size_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
+};
+
+const SimdOps& scalar_ops();
+const SimdOps& avx2_ops();
+const SimdOps& avx512_ops();
+const SimdOps& simd_ops(SimdLevel level);
+const SimdOps& ops();  // for active_simd_level(), resolved once
+
+}  // namespace ts

@@ -1,0 +1,57 @@
+#include "model/chat_template.h"
+
+#include "core/error.h"
+#include "model/gguf.h"
+
+namespace ts {
+namespace {
+
+// Finds a literal default system message of the form '<|im_start|>system\n...<|im_end|>' written
+// inside a Jinja string in the template (as SmolLM2's template does for a conversation without one).
+std::string chatml_default_system(const std::string& tpl) {
+  const std::string open = "<|im_start|>system\\n", close = "<|im_end|>";
+  const size_t a = tpl.find(open);
+  if (a == std::string::npos) return "";
+  const size_t b = tpl.find(close, a + open.size());
+  if (b == std::string::npos) return "";
+  std::string text = tpl.substr(a + open.size(), b - a - open.size());
+  // A Jinja expression (e.g. "+ message['content'] +") means it is not a literal default.
+  if (text.find('\'') != std::string::npos || text.find('{') != std::string::npos) return "";
+  return text;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::from_gguf(const GgufFile& g) {
+  const GgufValue* v = g.find("tokenizer.chat_template");
+  TS_CHECK(v, g.name(), ": no tokenizer.chat_template in this model; run without --chat");
+  const std::string& tpl = v->as_string("tokenizer.chat_template");
+  ChatTemplate t;
+  if (tpl.find("<|im_start|>") != std::string::npos) {
+    t.format = ChatFormat::ChatML;
+    t.default_system = chatml_default_system(tpl);
+  } else if (tpl.find("<|start_header_id|>") != std::string::npos) {
+    t.format = ChatFormat::Llama3;
+  } else {
+    fail(g.name(), ": unsupported chat template (supported: ChatML, Llama-3)");
+  }
+  return t;
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  std::string out;
+  if (format == ChatFormat::ChatML) {
+    if (!default_system.empty() && (messages.empty() || messages.front().role != "system"))
+      out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
+    for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  } else {
+    // <|begin_of_text|> is the BOS token, added by the tokenizer (add_bos_token), not here.
+    for (const ChatMessage& m : messages)
+      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  return out;
+}
+
+}  // namespace ts

@@ -1,0 +1,95 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ts {
+namespace {
+
+const GgufTensor& require_tensor(const GgufFile& g, const std::string& name, std::vector<uint64_t> dims) {
+  const GgufTensor* t = g.find_tensor(name);
+  TS_CHECK(t, g.name(), ": missing tensor ", name);
+  bool ok = t->dims.size() == dims.size() ||
+            (t->dims.size() > dims.size() && t->dims.back() == 1);  // trailing 1-dims are harmless
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = t->dims[i] == dims[i];
+  if (!ok) {
+    std::string got, want;
+    for (auto d : t->dims) got += cat(got.empty() ? "" : "x", d);
+    for (auto d : dims) want += cat(want.empty() ? "" : "x", d);
+    fail(g.name(), ": tensor ", name, " has shape ", got, ", expected ", want);
+  }
+  return *t;
+}
+
+WeightView matrix(const GgufFile& g, const std::string& name, uint64_t cols, uint64_t rows) {
+  const GgufTensor& t = require_tensor(g, name, {cols, rows});
+  const QuantTraits& traits = quant_traits(t.type);
+  TS_CHECK(cols % traits.block_elems == 0, g.name(), ": tensor ", name, " row length ", cols,
+           " is not a multiple of the ", traits.name, " block size");
+  return WeightView{&traits, t.data, rows, cols};
+}
+
+std::vector<float> vector_f32(const GgufFile& g, const std::string& name, uint64_t n) {
+  const GgufTensor& t = require_tensor(g, name, {n});
+  std::vector<float> out(n);
+  quant_traits(t.type).to_float(t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  auto m = std::make_unique<Model>();
+  m->gguf_ = GgufFile::open(path);
+  const GgufFile& g = *m->gguf_;
+  m->config_ = ModelConfig::from_gguf(g);
+  const ModelConfig& c = m->config_;
+  m->tokenizer_ = Tokenizer::from_gguf(g);
+  TS_CHECK(static_cast<uint32_t>(m->tokenizer_->n_vocab()) == c.n_vocab, g.name(), ": tokenizer has ",
+           m->tokenizer_->n_vocab(), " tokens but the model vocabulary is ", c.n_vocab);
+
+  const uint64_t d = c.n_embd, kv = uint64_t{c.n_kv_heads} * c.head_dim;
+  m->token_embd_ = matrix(g, "token_embd.weight", d, c.n_vocab);
+  m->output_ = g.find_tensor("output.weight") ? matrix(g, "output.weight", d, c.n_vocab) : m->token_embd_;
+  m->output_norm_ = vector_f32(g, "output_norm.weight", d);
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string p = cat("blk.", i, ".");
+    LayerWeights L;
+    L.attn_norm = vector_f32(g, p + "attn_norm.weight", d);
+    L.ffn_norm = vector_f32(g, p + "ffn_norm.weight", d);
+    L.wq = matrix(g, p + "attn_q.weight", d, d);
+    L.wk = matrix(g, p + "attn_k.weight", d, kv);
+    L.wv = matrix(g, p + "attn_v.weight", d, kv);
+    L.wo = matrix(g, p + "attn_output.weight", d, d);
+    if (c.qkv_bias) {
+      L.bq = vector_f32(g, p + "attn_q.bias", d);
+      L.bk = vector_f32(g, p + "attn_k.bias", kv);
+      L.bv = vector_f32(g, p + "attn_v.bias", kv);
+    }
+    L.w_gate = matrix(g, p + "ffn_gate.weight", d, c.n_ff);
+    L.w_up = matrix(g, p + "ffn_up.weight", d, c.n_ff);
+    L.w_down = matrix(g, p + "ffn_down.weight", c.n_ff, d);
+    m->layers_.push_back(std::move(L));
+  }
+
+  const size_t half = c.rot_dim / 2;
+  m->rope_inv_freq_.resize(half);
+  for (size_t i = 0; i < half; ++i)
+    m->rope_inv_freq_[i] = static_cast<float>(std::pow(double{c.rope_base}, -2.0 * double(i) / c.rot_dim) /
+                                              c.rope_linear_scale);
+  // Llama 3.1 style scaling ships per-frequency divisors.
+  if (g.find_tensor("rope_freqs.weight")) {
+    const std::vector<float> factors = vector_f32(g, "rope_freqs.weight", half);
+    for (size_t i = 0; i < half; ++i) m->rope_inv_freq_[i] /= factors[i];
+  }
+  return m;
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  for (const GgufTensor& t : gguf_->tensors()) total += t.n_bytes;
+  return total;
+}
+
+}  // namespace ts

@@ -1,0 +1,49 @@
+#pragma once
+// A loaded model: GGUF mapping, config, tokenizer and typed views of every weight tensor.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+
+namespace ts {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  WeightView wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // empty unless the architecture has QKV bias
+  WeightView w_gate, w_up, w_down;
+};
+
+class Model {
+ public:
+  // Loads and validates everything; throws ts::Error with a one-line reason.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& gguf() const { return *gguf_; }
+
+  const WeightView& token_embd() const { return token_embd_; }
+  const WeightView& output() const { return output_; }  // token_embd when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  // RoPE inverse frequencies per rotated pair, with any frequency scaling applied.
+  const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
+  // Bytes of all weight tensors (what one decode step reads at least once).
+  size_t weight_bytes() const;
+
+ private:
+  std::unique_ptr<GgufFile> gguf_;
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  WeightView token_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> rope_inv_freq_;
+};
+
+}  // namespace ts

@@ -1,0 +1,138 @@
+#include "runtime/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+// Tokens per internal pass: bounds scratch memory while keeping matrix products batched.
+constexpr size_t kMaxBatch = 512;
+
+void add_in_place(float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+}  // namespace
+
+Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx)
+    : model_(model),
+      pool_(pool),
+      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
+
+void Transformer::truncate(size_t n) { cache_.set_size(std::min(n, cache_.size())); }
+
+void Transformer::resize_scratch(size_t n_tok) {
+  if (n_tok <= scratch_tokens_) return;
+  const ModelConfig& c = model_.config();
+  const size_t d = c.n_embd, kv = cache_.kv_dim();
+  x_.resize(n_tok * d);
+  xn_.resize(n_tok * d);
+  q_.resize(n_tok * d);
+  k_.resize(n_tok * kv);
+  v_.resize(n_tok * kv);
+  attn_out_.resize(n_tok * d);
+  gate_.resize(n_tok * c.n_ff);
+  up_.resize(n_tok * c.n_ff);
+  scratch_tokens_ = n_tok;
+}
+
+std::span<const float> Transformer::forward(std::span<const int32_t> tokens, bool all_logits) {
+  const size_t n_vocab = model_.config().n_vocab;
+  TS_CHECK(!tokens.empty(), "forward: no tokens");
+  TS_CHECK(n_past() + tokens.size() <= n_ctx(), "context overflow: ", n_past(), " cached + ", tokens.size(),
+           " new tokens exceed the context size ", n_ctx(), " (raise -c)");
+  for (int32_t t : tokens)
+    TS_CHECK(t >= 0 && static_cast<size_t>(t) < n_vocab, "token id ", t, " is outside the vocabulary");
+  logits_.resize((all_logits ? tokens.size() : 1) * n_vocab);
+  for (size_t start = 0; start < tokens.size(); start += kMaxBatch) {
+    const size_t n = std::min(kMaxBatch, tokens.size() - start);
+    const bool last_batch = start + n == tokens.size();
+    float* out = all_logits ? logits_.data() + start * n_vocab : (last_batch ? logits_.data() : nullptr);
+    forward_batch(tokens.subspan(start, n), all_logits, out);
+  }
+  return logits_;
+}
+
+void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+  const ModelConfig& c = model_.config();
+  const size_t n = tokens.size(), d = c.n_embd, kv = cache_.kv_dim(), pos0 = cache_.size();
+  resize_scratch(n);
+
+  for (size_t t = 0; t < n; ++t) weight_row_to_float(model_.token_embd(), static_cast<size_t>(tokens[t]), &x_[t * d]);
+
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = model_.layers()[l];
+    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
+    });
+    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
+    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
+    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+    if (c.qkv_bias) {
+      for (size_t t = 0; t < n; ++t) {
+        add_in_place(&q_[t * d], L.bq.data(), d);
+        add_in_place(&k_[t * kv], L.bk.data(), kv);
+        add_in_place(&v_[t * kv], L.bv.data(), kv);
+      }
+    }
+    attention(l, n, pos0);
+    matmul(L.wo, attn_out_.data(), n, xn_.data(), pool_);
+    add_in_place(x_.data(), xn_.data(), n * d);
+
+    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
+    });
+    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
+    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
+      silu_mul(&gate_[b * c.n_ff], &up_[b * c.n_ff], (e - b) * c.n_ff);
+    });
+    matmul(L.w_down, gate_.data(), n, xn_.data(), pool_);
+    add_in_place(x_.data(), xn_.data(), n * d);
+  }
+  cache_.set_size(pos0 + n);
+
+  if (!logits) return;
+  const size_t first = all_logits ? 0 : n - 1, rows = n - first;
+  for (size_t t = first; t < n; ++t) rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
+  matmul(model_.output(), &xn_[first * d], rows, logits, pool_);
+}
+
+void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
+  const ModelConfig& c = model_.config();
+  const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
+  const size_t group = c.n_heads / c.n_kv_heads;
+  const SimdOps& k = ops();
+  const float* inv_freq = model_.rope_inv_freq().data();
+
+  pool_.parallel_for(n_tok, [&](size_t b, size_t e, int) {
+    for (size_t t = b; t < e; ++t) {
+      const auto pos = static_cast<float>(pos0 + t);
+      for (size_t h = 0; h < c.n_heads; ++h) rope(&q_[t * d + h * hd], c.rot_dim, pos, inv_freq, c.rope_layout);
+      for (size_t h = 0; h < c.n_kv_heads; ++h) rope(&k_[t * kv + h * hd], c.rot_dim, pos, inv_freq, c.rope_layout);
+      k.f32_to_f16(&k_[t * kv], cache_.key(layer, pos0 + t), kv);
+      k.f32_to_f16(&v_[t * kv], cache_.value(layer, pos0 + t), kv);
+    }
+  });
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  pool_.parallel_for(n_tok * c.n_heads, [&](size_t b, size_t e, int) {
+    thread_local std::vector<float> scores;
+    scores.resize(pos0 + n_tok);
+    for (size_t task = b; task < e; ++task) {
+      const size_t t = task / c.n_heads, h = task % c.n_heads, kvh = h / group;
+      const size_t n_keys = pos0 + t + 1;  // causal: keys up to and including this token
+      const float* q = &q_[t * d + h * hd];
+      for (size_t j = 0; j < n_keys; ++j) scores[j] = k.dot_f16_f32(cache_.key(layer, j) + kvh * hd, q, hd) * scale;
+      softmax(scores.data(), n_keys);
+      float* out = &attn_out_[t * d + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (size_t j = 0; j < n_keys; ++j) k.axpy_f16(scores[j], cache_.value(layer, j) + kvh * hd, out, hd);
+    }
+  });
+}
+
+}  // namespace ts

@@ -1,0 +1,83 @@
+// Every SIMD table against the scalar reference, on random data with odd sizes and tails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint16_t> random_halves(size_t n, uint32_t seed) {
+  std::vector<uint16_t> h(n);
+  const std::vector<float> f = random_floats(n, seed);
+  for (size_t i = 0; i < n; ++i) h[i] = float_to_fp16(f[i]);
+  return h;
+}
+
+class SimdOpsTest : public ::testing::TestWithParam<SimdLevel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > detected_simd_level()) GTEST_SKIP() << "CPU lacks " << simd_level_name(GetParam());
+  }
+  const SimdOps& simd() const { return simd_ops(GetParam()); }
+  const SimdOps& ref() const { return scalar_ops(); }
+};
+
+// Sums of n products of N(0,1) values: float rounding differs by summation order only.
+float tolerance(size_t n) { return 1e-5f * static_cast<float>(n) + 1e-5f; }
+
+TEST_P(SimdOpsTest, DotMatchesScalar) {
+  for (size_t n : {1u, 7u, 8u, 15u, 16u, 17u, 64u, 100u, 1000u}) {
+    auto a = random_floats(n, 1), b = random_floats(n, 2);
+    EXPECT_NEAR(simd().dot_f32(a.data(), b.data(), n), ref().dot_f32(a.data(), b.data(), n), tolerance(n)) << n;
+  }
+}
+
+TEST_P(SimdOpsTest, GemmMatchesScalarOnOddShapes) {
+  for (size_t rows : {1u, 3u, 4u, 9u}) {
+    for (size_t toks : {1u, 2u, 3u, 5u, 8u}) {
+      for (size_t cols : {5u, 16u, 33u, 96u}) {
+        auto w = random_floats(rows * cols, 3), x = random_floats(toks * (cols + 3), 4);
+        const size_t ys = rows + 2;  // strides that are not the row count catch indexing slips
+        std::vector<float> y1(toks * ys, 0.f), y2(toks * ys, 0.f);
+        simd().gemm_f32(w.data(), rows, x.data(), cols + 3, toks, cols, y1.data(), ys);
+        ref().gemm_f32(w.data(), rows, x.data(), cols + 3, toks, cols, y2.data(), ys);
+        for (size_t i = 0; i < y1.size(); ++i) ASSERT_NEAR(y1[i], y2[i], tolerance(cols)) << rows << "x" << toks;
+      }
+    }
+  }
+}
+
+TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
+  for (size_t n : {1u, 8u, 31u, 64u, 129u}) {
+    auto k = random_halves(n, 5);
+    auto q = random_floats(n, 6);
+    EXPECT_NEAR(simd().dot_f16_f32(k.data(), q.data(), n), ref().dot_f16_f32(k.data(), q.data(), n), tolerance(n));
+    auto y1 = random_floats(n, 7), y2 = y1;
+    simd().axpy_f16(0.37f, k.data(), y1.data(), n);
+    ref().axpy_f16(0.37f, k.data(), y2.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y2[i], 1e-6f);
+    std::vector<uint16_t> h1(n), h2(n);
+    simd().f32_to_f16(q.data(), h1.data(), n);
+    ref().f32_to_f16(q.data(), h2.data(), n);
+    EXPECT_EQ(h1, h2);  // round-to-nearest-even in both
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, SimdOpsTest, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
+                         [](const auto& info) { return std::string(simd_level_name(info.param)); });
+
+}  // namespace
+}  // namespace ts

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests (CTest/GoogleTest), Python tests against independent
+# references (pytest), the same unit tests under ASan+UBSan, and bounded libFuzzer runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install_deps.sh
+bash tools/fetch_model.sh >/dev/null
+bash tools/build.sh build
+export TS_BIN=$PWD/build/bin/tokensieve TS_MODELS=$PWD/models
+
+echo "== unit tests (Release)"
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+
+echo "== python tests"
+python3 -m pytest -q tests/python
+
+echo "== unit tests (ASan + UBSan)"
+bash tools/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+
+echo "== fuzzing (bounded)"
+bash fuzz/run_all.sh "${TS_FUZZ_SECONDS:-30}"
