@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/cpu_features.h"
+#include "kernels/q8_activations.h"
 
 namespace ts {
 
@@ -19,6 +20,13 @@ struct SimdOps {
   float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
   void (*axpy_f16)(float a, const uint16_t* v, float* y, size_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
+
+  // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
+  void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);
+  // Dot products of one stored weight row (n_blocks blocks of 32) with one quantized activation row.
+  float (*dot_q4_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
+  float (*dot_q4_1)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
+  float (*dot_q8_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
 };
 
 const SimdOps& scalar_ops();

@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C versions of SimdOps.
 #include <immintrin.h>
 
+#include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
 
@@ -30,12 +31,19 @@ struct VecAvx2 {
   }
 };
 
+struct QuantKernels {
+  static constexpr auto quantize_q8 = avx2::quantize_q8;
+  static constexpr auto dot_q4_0 = avx2::dot_q4_0;
+  static constexpr auto dot_q4_1 = avx2::dot_q4_1;
+  static constexpr auto dot_q8_0 = avx2::dot_q8_0;
+};
+
 #include "kernels/simd_generic.inc"
 
 }  // namespace
 
 const SimdOps& avx2_ops() {
-  static const SimdOps table = make_ops<VecAvx2>("avx2");
+  static const SimdOps table = make_ops<VecAvx2, QuantKernels>("avx2");
   return table;
 }
 

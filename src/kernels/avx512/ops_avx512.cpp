@@ -1,6 +1,7 @@
 // AVX-512 versions of SimdOps.
 #include <immintrin.h>
 
+#include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
 
@@ -25,12 +26,19 @@ struct VecAvx512 {
   static float reduce(Reg v) { return _mm512_reduce_add_ps(v); }
 };
 
+struct QuantKernels {
+  static constexpr auto quantize_q8 = avx512::quantize_q8;
+  static constexpr auto dot_q4_0 = avx512::dot_q4_0;
+  static constexpr auto dot_q4_1 = avx512::dot_q4_1;
+  static constexpr auto dot_q8_0 = avx512::dot_q8_0;
+};
+
 #include "kernels/simd_generic.inc"
 
 }  // namespace
 
 const SimdOps& avx512_ops() {
-  static const SimdOps table = make_ops<VecAvx512>("avx512");
+  static const SimdOps table = make_ops<VecAvx512, QuantKernels>("avx512");
   return table;
 }
 

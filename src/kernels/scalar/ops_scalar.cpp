@@ -1,4 +1,5 @@
 // Scalar reference for SimdOps: plain loops, the definition the SIMD versions are tested against.
+#include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
 
@@ -34,7 +35,9 @@ void f32_to_f16(const float* x, uint16_t* y, size_t n) {
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar", gemm_f32, dot_f32, dot_f16_f32, axpy_f16, f32_to_f16};
+  static const SimdOps table{"scalar",           gemm_f32,         dot_f32,          dot_f16_f32,
+                             axpy_f16,           f32_to_f16,       scalar::quantize_q8, scalar::dot_q4_0,
+                             scalar::dot_q4_1, scalar::dot_q8_0};
   return table;
 }
 

@@ -1,0 +1,101 @@
+// AVX-512 (VNNI) activation quantization and integer dot products: two 32-value blocks per
+// 512-bit vpdpbusd, one block with the 256-bit form for an odd tail.
+#include <immintrin.h>
+
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot_tables.h"
+#include "kernels/quant_types.h"
+
+namespace ts::avx512 {
+namespace {
+
+float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__m512 two_scales(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+// Weights of two consecutive Q4 blocks as u8 in activation order: [lo0 hi0 lo1 hi1] (16 bytes each).
+__m512i unpack_two_q4(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+  // both = [raw0 raw1 raw0>>4 raw1>>4] -> [raw0 raw0>>4 raw1 raw1>>4]
+  return _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+}
+
+__m256i unpack_one_q4(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+template <class Block, bool kHasMin>
+float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const Block*>(w);
+  __m512 acc = _mm512_setzero_ps();
+  float offset = 0.0f;
+  size_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    const __m512i xq = _mm512_loadu_si512(x.qs + b * kQ8Block);
+    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_two_q4(blocks[b].qs, blocks[b + 1].qs), xq);
+    const float d0 = fp16_to_float(blocks[b].d), d1 = fp16_to_float(blocks[b + 1].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), two_scales(d0 * x.d[b], d1 * x.d[b + 1]), acc);
+    if constexpr (kHasMin) {
+      offset += fp16_to_float(blocks[b].m) * x.s[b] + fp16_to_float(blocks[b + 1].m) * x.s[b + 1];
+    } else {
+      offset -= 8.0f * (d0 * x.s[b] + d1 * x.s[b + 1]);
+    }
+  }
+  float total = _mm512_reduce_add_ps(acc) + offset;
+  if (b < n_blocks) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
+    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one_q4(blocks[b].qs), xq);
+    const float dw = fp16_to_float(blocks[b].d);
+    total += dw * x.d[b] * hsum256(_mm256_cvtepi32_ps(sum));
+    if constexpr (kHasMin) {
+      total += fp16_to_float(blocks[b].m) * x.s[b];
+    } else {
+      total -= 8.0f * dw * x.s[b];
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
+  for (size_t b = 0; b < n / kQ8Block; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * kQ8Block), v1 = _mm512_loadu_ps(x + b * kQ8Block + 16);
+    const float am = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const __m512 inv = _mm512_set1_ps(am > 0 ? 127.0f / am : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kQ8Block), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kQ8Block + 16), _mm512_cvtepi32_epi8(q1));
+    d[b] = am / 127.0f;
+    s[b] = d[b] * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+
+float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_0, false>(w, x, n_blocks); }
+float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_1, true>(w, x, n_blocks); }
+
+float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
+    // vpdpbusd needs an unsigned operand: |w| times x carrying w's sign.
+    const __m256i xs = _mm256_mask_sub_epi8(xq, _mm256_movepi8_mask(wq), _mm256_setzero_si256(), xq);
+    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq), xs);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(fp16_to_float(blocks[b].d) * x.d[b]), acc);
+  }
+  return hsum256(acc);
+}
+
+}  // namespace ts::avx512

@@ -1,0 +1,66 @@
+// Scalar reference for activation quantization and the integer dot products.
+#include <cmath>
+
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot_tables.h"
+#include "kernels/quant_types.h"
+
+namespace ts::scalar {
+
+void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
+  for (size_t b = 0; b < n / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    float amax = 0.0f;
+    for (size_t i = 0; i < kQ8Block; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (size_t i = 0; i < kQ8Block; ++i) {
+      const int q = static_cast<int>(std::nearbyint(xb[i] * inv));  // ties to even, as SIMD cvtps
+      qs[b * kQ8Block + i] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(sum);
+  }
+}
+
+// Each block contributes d_w * d_x * sum(q_w * q_x) plus an offset term through s.
+float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w);
+  float total = 0.0f;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const int8_t* q = x.qs + b * kQ8Block;
+    int sum = 0;
+    for (size_t j = 0; j < 16; ++j)
+      sum += (blocks[b].qs[j] & 0xF) * q[j] + (blocks[b].qs[j] >> 4) * q[j + 16];
+    const float dw = fp16_to_float(blocks[b].d);
+    total += dw * x.d[b] * static_cast<float>(sum) - 8.0f * dw * x.s[b];
+  }
+  return total;
+}
+
+float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ4_1*>(w);
+  float total = 0.0f;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const int8_t* q = x.qs + b * kQ8Block;
+    int sum = 0;
+    for (size_t j = 0; j < 16; ++j)
+      sum += (blocks[b].qs[j] & 0xF) * q[j] + (blocks[b].qs[j] >> 4) * q[j + 16];
+    total += fp16_to_float(blocks[b].d) * x.d[b] * static_cast<float>(sum) + fp16_to_float(blocks[b].m) * x.s[b];
+  }
+  return total;
+}
+
+float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
+  float total = 0.0f;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    int sum = 0;
+    for (size_t j = 0; j < kQ8Block; ++j) sum += blocks[b].qs[j] * x.qs[b * kQ8Block + j];
+    total += fp16_to_float(blocks[b].d) * x.d[b] * static_cast<float>(sum);
+  }
+  return total;
+}
+
+}  // namespace ts::scalar

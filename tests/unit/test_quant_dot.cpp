@@ -1,0 +1,124 @@
+// Integer dot products: the scalar reference against dequantized float math, and every SIMD
+// table against the scalar reference, on random blocks with odd block counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+
+// Random but well-formed weight blocks: every byte random, then sane fp16 scales written over
+// the scale fields (d, and m for Q4_1) so values stay finite.
+std::vector<uint8_t> random_blocks(QuantType type, size_t n_blocks, uint32_t seed) {
+  const QuantTraits& t = quant_traits(type);
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> bytes(n_blocks * t.block_bytes);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    uint8_t* blk = bytes.data() + b * t.block_bytes;
+    const uint16_t d = float_to_fp16(scale(rng)), m = float_to_fp16(scale(rng));
+    std::memcpy(blk, &d, 2);
+    if (type == QuantType::Q4_1) std::memcpy(blk + 2, &m, 2);
+  }
+  return bytes;
+}
+
+struct Activations {
+  std::vector<float> x;
+  std::vector<int8_t> qs;
+  std::vector<float> d, s;
+  Q8Row row() const { return {qs.data(), d.data(), s.data()}; }
+};
+
+Activations quantized(const SimdOps& k, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  Activations a;
+  a.x.resize(n);
+  for (float& v : a.x) v = dist(rng);
+  a.qs.resize(n);
+  a.d.resize(n / kQ8Block);
+  a.s.resize(n / kQ8Block);
+  k.quantize_q8(a.x.data(), n, a.qs.data(), a.d.data(), a.s.data());
+  return a;
+}
+
+using DotFn = float (*)(const uint8_t*, const Q8Row&, size_t);
+struct Case {
+  QuantType type;
+  DotFn SimdOps::*dot;
+};
+const Case kCases[] = {{QuantType::Q4_0, &SimdOps::dot_q4_0},
+                       {QuantType::Q4_1, &SimdOps::dot_q4_1},
+                       {QuantType::Q8_0, &SimdOps::dot_q8_0}};
+
+TEST(QuantDot, ScalarQuantizationRoundTripsWithinHalfAStep) {
+  const Activations a = quantized(scalar_ops(), 96, 11);
+  for (size_t i = 0; i < a.x.size(); ++i) {
+    const float step = a.d[i / kQ8Block];
+    EXPECT_NEAR(a.qs[i] * step, a.x[i], 0.5f * step + 1e-6f);
+  }
+  for (size_t b = 0; b < a.d.size(); ++b) {
+    int sum = 0;
+    for (size_t i = 0; i < kQ8Block; ++i) sum += a.qs[b * kQ8Block + i];
+    EXPECT_FLOAT_EQ(a.s[b], a.d[b] * static_cast<float>(sum));
+  }
+}
+
+TEST(QuantDot, ScalarDotEqualsDequantizedFloatDot) {
+  for (const Case& c : kCases) {
+    const size_t n_blocks = 7, n = n_blocks * kQ8Block;
+    const auto w = random_blocks(c.type, n_blocks, 21);
+    const Activations a = quantized(scalar_ops(), n, 22);
+    std::vector<float> wf(n);
+    quant_traits(c.type).to_float(w.data(), wf.data(), n);
+    double expect = 0.0;
+    for (size_t i = 0; i < n; ++i) expect += double(wf[i]) * a.qs[i] * a.d[i / kQ8Block];
+    EXPECT_NEAR((scalar_ops().*c.dot)(w.data(), a.row(), n_blocks), expect, 1e-4 * (1 + std::fabs(expect)))
+        << quant_traits(c.type).name;
+  }
+}
+
+class QuantDotSimd : public ::testing::TestWithParam<SimdLevel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > detected_simd_level()) GTEST_SKIP() << "CPU lacks " << simd_level_name(GetParam());
+  }
+};
+
+TEST_P(QuantDotSimd, QuantizeMatchesScalarExactly) {
+  for (size_t n : {32u, 64u, 96u, 576u}) {
+    const Activations ref = quantized(scalar_ops(), n, 5), got = quantized(simd_ops(GetParam()), n, 5);
+    EXPECT_EQ(got.qs, ref.qs);
+    EXPECT_EQ(got.d, ref.d);
+    for (size_t b = 0; b < ref.s.size(); ++b) EXPECT_FLOAT_EQ(got.s[b], ref.s[b]);
+  }
+}
+
+TEST_P(QuantDotSimd, DotsMatchScalar) {
+  const SimdOps& k = simd_ops(GetParam());
+  for (const Case& c : kCases) {
+    for (size_t n_blocks : {1u, 2u, 3u, 18u, 49u}) {
+      const auto w = random_blocks(c.type, n_blocks, 31 + static_cast<uint32_t>(n_blocks));
+      const Activations a = quantized(scalar_ops(), n_blocks * kQ8Block, 32);
+      const float ref = (scalar_ops().*c.dot)(w.data(), a.row(), n_blocks);
+      const float got = (k.*c.dot)(w.data(), a.row(), n_blocks);
+      // Integer block sums are exact; only the float accumulation order differs.
+      EXPECT_NEAR(got, ref, 1e-5f * (1.0f + std::fabs(ref)) * static_cast<float>(n_blocks))
+          << quant_traits(c.type).name << " blocks=" << n_blocks;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, QuantDotSimd, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
+                         [](const auto& info) { return std::string(simd_level_name(info.param)); });
+
+}  // namespace
+}  // namespace ts
