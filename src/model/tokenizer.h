@@ -2,14 +2,22 @@
 // Tokenizers built from GGUF metadata: "llama" (SentencePiece-style BPE by scores with byte
 // fallback) and "gpt2" (byte-level BPE by merge rank, pre-tokenizer chosen by tokenizer.ggml.pre).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ts {
 
 class GgufFile;
+
+// Lets the vocabulary map be probed with a string_view without building a std::string.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
 
 enum class TokenAttr : int32_t {  // tokenizer.ggml.token_type values
   Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
@@ -36,6 +44,7 @@ class Tokenizer {
   int32_t bos() const { return bos_; }
   int32_t eos() const { return eos_; }
   bool add_bos_default() const { return add_bos_; }
+  bool add_eos_default() const { return add_eos_; }  // tokenizer.ggml.add_eos_token
   // End of generation: EOS, EOT-like tokens (e.g. "<|im_end|>", "<|eot_id|>").
   bool is_end_of_generation(int32_t id) const;
   const std::string& model_name() const { return model_; }  // "llama" | "gpt2"
@@ -48,6 +57,9 @@ class Tokenizer {
   int32_t bos_ = -1, eos_ = -1;
   bool add_bos_ = false;
   std::string model_, pre_;
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> ids_;  // text -> id, for find()
+  bool add_eos_ = false;
+  bool strip_leading_space_ = false;  // decode() drops the space a SentencePiece prefix added
 };
 
 // Turns a stream of token ids into text, holding back bytes of an incomplete UTF-8 sequence
