@@ -1,13 +1,32 @@
 #include "core/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 
 namespace ts {
 
 namespace {
-// Workers spin briefly before sleeping: decode issues a parallel region every few
-// microseconds, and a futex round trip per region would dominate small ops.
-constexpr int kSpinIterations = 20000;
+// Waiters spin this long before sleeping: a forward pass issues a parallel region every few
+// microseconds, and a futex wake-up (tens of microseconds under a hypervisor) per region would
+// dominate decode. Idle pools still go to sleep after this.
+constexpr auto kSpinTime = std::chrono::microseconds(2000);
+
+// Spins until pred() holds or the spin time is over; returns pred(). Yields now and then so that
+// on an oversubscribed machine the thread we wait for can have this core.
+template <class Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 1;; ++i) {
+    if (pred()) return true;
+    _mm_pause();
+    if (i % 64 == 0) {
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > deadline) return pred();
+    }
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -24,17 +43,13 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    if (gen == seen) {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       generation_.wait(seen, std::memory_order_acquire);
       continue;
     }
-    seen = gen;
+    seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     (*job_)(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
@@ -51,9 +66,7 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   fn(0);
-  for (int spin = 0; spin < kSpinIterations; ++spin) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-  }
+  if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
   for (int left = pending_.load(); left != 0; left = pending_.load()) pending_.wait(left);
 }
 

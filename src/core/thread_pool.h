@@ -31,7 +31,7 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint32_t> generation_{0};  // 32-bit so wait/notify map to a futex
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
 };

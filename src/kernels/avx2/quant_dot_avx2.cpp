@@ -3,10 +3,12 @@
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
-#include "kernels/quant_types.h"
 
 namespace ts::avx2 {
 namespace {
+
+// Hardware half-to-float (F16C); the portable fp16_to_float is the scalar reference.
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -41,10 +43,10 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   for (size_t b = 0; b < n_blocks; ++b) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
     const __m256i sum = dot_u8_s8(unpack_nibbles(blocks[b].qs), xq);
-    const float dw = fp16_to_float(blocks[b].d);
+    const float dw = half(blocks[b].d);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * x.d[b]), acc);
     if constexpr (kHasMin) {
-      offset += fp16_to_float(blocks[b].m) * x.s[b];
+      offset += half(blocks[b].m) * x.s[b];
     } else {
       offset -= 8.0f * dw * x.s[b];
     }
@@ -88,7 +90,7 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
     // maddubs needs an unsigned operand: |w| times x carrying w's sign.
     const __m256i sum = dot_u8_s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(fp16_to_float(blocks[b].d) * x.d[b]), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
   }
   return hsum(acc);
 }

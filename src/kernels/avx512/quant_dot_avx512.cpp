@@ -4,10 +4,12 @@
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
-#include "kernels/quant_types.h"
 
 namespace ts::avx512 {
 namespace {
+
+// Hardware half-to-float (F16C); the portable fp16_to_float is the scalar reference.
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -43,10 +45,10 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   for (; b + 2 <= n_blocks; b += 2) {
     const __m512i xq = _mm512_loadu_si512(x.qs + b * kQ8Block);
     const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_two_q4(blocks[b].qs, blocks[b + 1].qs), xq);
-    const float d0 = fp16_to_float(blocks[b].d), d1 = fp16_to_float(blocks[b + 1].d);
+    const float d0 = half(blocks[b].d), d1 = half(blocks[b + 1].d);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), two_scales(d0 * x.d[b], d1 * x.d[b + 1]), acc);
     if constexpr (kHasMin) {
-      offset += fp16_to_float(blocks[b].m) * x.s[b] + fp16_to_float(blocks[b + 1].m) * x.s[b + 1];
+      offset += half(blocks[b].m) * x.s[b] + half(blocks[b + 1].m) * x.s[b + 1];
     } else {
       offset -= 8.0f * (d0 * x.s[b] + d1 * x.s[b + 1]);
     }
@@ -55,10 +57,10 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   if (b < n_blocks) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
     const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one_q4(blocks[b].qs), xq);
-    const float dw = fp16_to_float(blocks[b].d);
+    const float dw = half(blocks[b].d);
     total += dw * x.d[b] * hsum256(_mm256_cvtepi32_ps(sum));
     if constexpr (kHasMin) {
-      total += fp16_to_float(blocks[b].m) * x.s[b];
+      total += half(blocks[b].m) * x.s[b];
     } else {
       total -= 8.0f * dw * x.s[b];
     }
@@ -93,7 +95,7 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
     // vpdpbusd needs an unsigned operand: |w| times x carrying w's sign.
     const __m256i xs = _mm256_mask_sub_epi8(xq, _mm256_movepi8_mask(wq), _mm256_setzero_si256(), xq);
     const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq), xs);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(fp16_to_float(blocks[b].d) * x.d[b]), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
   }
   return hsum256(acc);
 }

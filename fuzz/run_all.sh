@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target with clang and runs each for a bounded time (seconds = $1, default 30).
+# Seeds: the real model files, so the fuzzer starts from valid GGUF/text and mutates from there.
+# Prints executions per target; exits non-zero if any target finds a crash.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DTS_FUZZ=ON -DTS_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j "$(nproc)" >/dev/null
+export TS_FUZZ_MODEL=${TS_FUZZ_MODEL:-$PWD/../shared/models/stories260K.gguf}
+export TS_FUZZ_GPT2_MODEL=${TS_FUZZ_GPT2_MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+[ -x fuzz/make_corpus.sh ] && bash fuzz/make_corpus.sh "$PWD/../shared" >/dev/null
+status=0
+for bin in build-fuzz/bin/fuzz_*; do
+  name=$(basename "$bin")
+  corpus=fuzz/corpus-${name#fuzz_}
+  mkdir -p "$corpus"
+  log=$(mktemp)
+  if "$bin" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+      -artifact_prefix="$corpus/crash-" >"$log" 2>&1; then
+    execs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "$name: ${execs} executions in ${seconds}s, no crash"
+  else
+    echo "$name: CRASH (artifacts in $corpus)"; tail -n 30 "$log"; status=1
+  fi
+  rm -f "$log"
+done
+exit $status
