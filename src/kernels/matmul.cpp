@@ -12,16 +12,9 @@ namespace {
 constexpr size_t kRowTile = 16;
 constexpr size_t kTokenTile = 64;
 
-using QuantDotFn = float (*)(const uint8_t*, const Q8Row&, size_t);
-
 // Types with an integer dot product against 8-bit activations; others take the float path.
-QuantDotFn quant_dot_for(QuantType type, const SimdOps& k) {
-  switch (type) {
-    case QuantType::Q4_0: return k.dot_q4_0;
-    case QuantType::Q4_1: return k.dot_q4_1;
-    case QuantType::Q8_0: return k.dot_q8_0;
-    default: return nullptr;
-  }
+bool has_q8_kernel(QuantType type) {
+  return type == QuantType::Q4_0 || type == QuantType::Q4_1 || type == QuantType::Q8_0;
 }
 
 void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activations& q, ThreadPool& pool) {
@@ -38,20 +31,19 @@ void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activatio
   });
 }
 
-void matmul_quantized(const WeightView& w, QuantDotFn dot, const float* x, size_t n_tok, float* y,
-                      ThreadPool& pool) {
-  thread_local Q8Activations q;  // per calling thread: the pool's owner reuses it across layers
+void matmul_quantized(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
+  thread_local Q8Activations q_storage;  // per calling thread: reused across layers
+  // Workers must see the caller's buffer: a thread_local named inside the lambda would be theirs.
+  Q8Activations& q = q_storage;
   quantize_activations(x, n_tok, w.cols, q, pool);
-  const size_t n_blocks = w.cols / kQ8Block, stride = w.row_stride();
+  const SimdOps& k = ops();
   const size_t n_tiles = (w.rows + kRowTile - 1) / kRowTile;
-  const Q8Activations& qa = q;
   pool.parallel_for(n_tiles, [&](size_t begin, size_t end, int) {
+    const size_t r0 = begin * kRowTile, r1 = std::min(w.rows, end * kRowTile);
     for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
-      const size_t t1 = std::min(n_tok, t0 + kTokenTile);
-      for (size_t r = begin * kRowTile; r < std::min(w.rows, end * kRowTile); ++r) {
-        const uint8_t* row = w.data + r * stride;
-        for (size_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(row, {qa.row_qs(t), qa.row_d(t), qa.row_s(t)}, n_blocks);
-      }
+      const size_t nt = std::min(kTokenTile, n_tok - t0);
+      k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt,
+                y + t0 * w.rows + r0, w.rows);
     }
   });
 }
@@ -87,8 +79,8 @@ void weight_row_to_float(const WeightView& w, size_t row, float* dst) {
 }
 
 void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  if (QuantDotFn dot = quant_dot_for(w.traits->type, ops()); dot && w.cols % kQ8Block == 0) {
-    matmul_quantized(w, dot, x, n_tok, y, pool);
+  if (has_q8_kernel(w.traits->type) && w.cols % kQ8Block == 0) {
+    matmul_quantized(w, x, n_tok, y, pool);
   } else {
     matmul_float(w, x, n_tok, y, pool);
   }

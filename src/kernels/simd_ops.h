@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/q8_activations.h"
+#include "kernels/quant_types.h"
 
 namespace ts {
 
@@ -27,6 +28,10 @@ struct SimdOps {
   float (*dot_q4_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
   float (*dot_q4_1)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
   float (*dot_q8_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
+  // The same products for n_rows weight rows (row_stride bytes apart, type Q4_0/Q4_1/Q8_0) and
+  // tokens t0..t0+n_tok of x: y[t * y_stride + r]. Register-blocked where the ISA allows.
+  void (*gemm_q8)(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
+                  size_t t0, size_t n_tok, float* y, size_t y_stride);
 };
 
 const SimdOps& scalar_ops();

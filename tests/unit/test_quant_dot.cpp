@@ -117,6 +117,31 @@ TEST_P(QuantDotSimd, DotsMatchScalar) {
   }
 }
 
+TEST_P(QuantDotSimd, BlockedGemmMatchesScalarOnOddShapes) {
+  const SimdOps& k = simd_ops(GetParam());
+  for (const Case& c : kCases) {
+    for (size_t n_blocks : {1u, 2u, 3u, 18u}) {
+      const size_t cols = n_blocks * kQ8Block, rows = 7, n_tok = 5, t0 = 1;
+      const size_t stride = quant_traits(c.type).block_bytes * n_blocks;
+      const auto w = random_blocks(c.type, rows * n_blocks, 41);
+      Q8Activations x;
+      x.n_tok = n_tok + t0;
+      x.cols = cols;
+      const Activations a = quantized(scalar_ops(), x.n_tok * cols, 42);
+      x.qs = a.qs;
+      x.d = a.d;
+      x.s = a.s;
+      const size_t ys = rows + 3;
+      std::vector<float> ref(n_tok * ys, -1.0f), got(n_tok * ys, -1.0f);
+      scalar_ops().gemm_q8(c.type, w.data(), stride, rows, x, t0, n_tok, ref.data(), ys);
+      k.gemm_q8(c.type, w.data(), stride, rows, x, t0, n_tok, got.data(), ys);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])) * static_cast<float>(n_blocks))
+            << quant_traits(c.type).name << " blocks=" << n_blocks << " at " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, QuantDotSimd, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
                          [](const auto& info) { return std::string(simd_level_name(info.param)); });
 

@@ -36,6 +36,7 @@ struct QuantKernels {
   static constexpr auto dot_q4_0 = avx2::dot_q4_0;
   static constexpr auto dot_q4_1 = avx2::dot_q4_1;
   static constexpr auto dot_q8_0 = avx2::dot_q8_0;
+  static constexpr auto gemm_q8 = avx2::gemm_q8;
 };
 
 #include "kernels/simd_generic.inc"

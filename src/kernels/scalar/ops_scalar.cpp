@@ -37,7 +37,7 @@ void f32_to_f16(const float* x, uint16_t* y, size_t n) {
 const SimdOps& scalar_ops() {
   static const SimdOps table{"scalar",           gemm_f32,         dot_f32,          dot_f16_f32,
                              axpy_f16,           f32_to_f16,       scalar::quantize_q8, scalar::dot_q4_0,
-                             scalar::dot_q4_1, scalar::dot_q8_0};
+                             scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
   return table;
 }
 
