@@ -31,6 +31,21 @@ SPLITS = {"llama3": LLAMA3_SPLIT, "llama-v3": LLAMA3_SPLIT, "llama-bpe": LLAMA3_
           "qwen2": QWEN2_SPLIT, "deepseek-r1-qwen": QWEN2_SPLIT}
 
 
+def bytes_to_unicode():
+    """GPT-2's byte alphabet: printable Latin-1 bytes as themselves, the rest from U+0100 on."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in printable else chr(next(extra)) for b in range(256)}
+
+
+_BYTE_OF = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def unspell(piece):
+    """The text of a byte-level piece (pieces never split a character)."""
+    return bytes(_BYTE_OF[c] for c in piece).decode("utf-8")
+
+
 def pre_tokenizer(pre):
     """The HF pre-tokenizer for a tokenizer.ggml.pre name (also used standalone by tests)."""
     if pre == "smollm":
