@@ -31,6 +31,7 @@ class Tokenizer {
 
   // Text -> ids. `add_bos`: prepend BOS. `parse_special`: control/user-defined token texts in
   // the input (e.g. "<|im_start|>") become their ids instead of being tokenized as plain text.
+  // (User-defined texts become their ids even without it, as in HF tokenizers and llama.cpp.)
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
   // The bytes a token stands for (byte tokens -> their byte, "▁"/byte-level mapping undone).
   // Control tokens decode to "" unless `render_special`.
