@@ -26,5 +26,6 @@ void register_run(CLI::App& app);
 void register_ppl(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace ts::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   ts::cli::register_ppl(app);
   ts::cli::register_info(app);
   ts::cli::register_tokenize(app);
+  ts::cli::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,35 @@
+#pragma once
+// llama-bench-style throughput measurement of one model and configuration.
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ts {
+
+struct BenchParams {
+  size_t n_prompt = 512;  // prefill tokens (pp); 0 = skip
+  size_t n_gen = 128;     // decode tokens (tg); 0 = skip
+  size_t depth = 0;       // tokens already in the KV cache before decode is timed
+  int threads = 0;
+  int reps = 3;
+  uint32_t seed = 1;
+};
+
+struct BenchResult {
+  std::vector<double> prefill_tps, decode_tps;  // one value per repetition
+  size_t kv_bytes_per_token = 0;
+  size_t weight_bytes = 0;
+  size_t peak_rss_bytes = 0;
+  double decode_bytes_per_token = 0;  // weights + KV read by one decode step at the mean depth
+  int threads = 0;
+};
+
+// on_rep(done, total) reports progress.
+BenchResult run_bench(const Model& model, const BenchParams& p, const std::function<void(int, int)>& on_rep);
+
+double median(std::vector<double> v);
+size_t peak_rss_bytes();
+
+}  // namespace ts
