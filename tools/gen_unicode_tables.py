@@ -54,7 +54,8 @@ def main():
     for i in range(0, len(runs), 6):
         row = ", ".join("{0x%X, %d}" % run for run in runs[i:i + 6])
         out.write("    %s,\n" % row)
-    out.write("};\n// clang-format on\nconst size_t kCodepointRunCount = sizeof(kCodepointRuns) / sizeof(kCodepointRuns[0]);\n")
+    out.write("};\n// clang-format on\n")
+    out.write("const size_t kCodepointRunCount = sizeof(kCodepointRuns) / sizeof(kCodepointRuns[0]);\n")
     out.write("\n}  // namespace ts::unicode\n")
 
 
