@@ -21,6 +21,12 @@ struct SimdOps {
   float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
   void (*axpy_f16)(float a, const uint16_t* v, float* y, size_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
+  // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
+  // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).
+  // Writes, per query g, the partial result m[g] = max score, l[g] = sum exp(score - m[g]) and
+  // acc[g * head_dim ..] = sum exp(score - m[g]) * v_j, which merge across chunks.
+  void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
+                     size_t head_dim, float scale, float* m, float* l, float* acc);
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
   void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);

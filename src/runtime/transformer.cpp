@@ -11,6 +11,10 @@ namespace ts {
 namespace {
 // Tokens per internal pass: bounds scratch memory while keeping matrix products batched.
 constexpr size_t kMaxBatch = 512;
+// Fewest keys per attention work item: below this, merging partial results costs more than it saves.
+constexpr size_t kMinKeyChunk = 256;
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 void add_in_place(float* x, const float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] += y[i];
@@ -118,19 +122,55 @@ void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
     }
   });
 
+  // Work items are (token, KV head, key chunk); each covers the `group` query heads of that KV
+  // head, so a key row is read once for all of them. Decode has few (token, KV head) pairs, so
+  // long caches are cut into chunks that the threads share (flash-decoding), merged below.
+  const size_t pairs = n_tok * c.n_kv_heads, n_keys_max = pos0 + n_tok;
+  const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
+  size_t chunk = n_keys_max;
+  if (pairs < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, pairs)));
+  const size_t n_chunks = ceil_div(n_keys_max, chunk), parts = pairs * n_chunks * group;
+  part_m_.resize(parts);
+  part_l_.resize(parts);
+  part_acc_.resize(parts * hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(n_tok * c.n_heads, [&](size_t b, size_t e, int) {
-    thread_local std::vector<float> scores;
-    scores.resize(pos0 + n_tok);
+  pool_.parallel_for(pairs * n_chunks, [&](size_t b, size_t e, int) {
     for (size_t task = b; task < e; ++task) {
-      const size_t t = task / c.n_heads, h = task % c.n_heads, kvh = h / group;
-      const size_t n_keys = pos0 + t + 1;  // causal: keys up to and including this token
-      const float* q = &q_[t * d + h * hd];
-      for (size_t j = 0; j < n_keys; ++j) scores[j] = k.dot_f16_f32(cache_.key(layer, j) + kvh * hd, q, hd) * scale;
-      softmax(scores.data(), n_keys);
-      float* out = &attn_out_[t * d + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (size_t j = 0; j < n_keys; ++j) k.axpy_f16(scores[j], cache_.value(layer, j) + kvh * hd, out, hd);
+      const size_t pair = task / n_chunks, ci = task % n_chunks;
+      const size_t t = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+      const size_t n_keys = pos0 + t + 1, start = ci * chunk;  // causal: keys up to this token
+      float* m = &part_m_[task * group];
+      float* l = &part_l_[task * group];
+      if (start >= n_keys) {
+        std::fill(l, l + group, 0.0f);
+        continue;
+      }
+      k.attn_chunk(&q_[t * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
+                   cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m, l,
+                   &part_acc_[task * group * hd]);
+    }
+  });
+  pool_.parallel_for(pairs, [&](size_t b, size_t e, int) {
+    for (size_t pair = b; pair < e; ++pair) {
+      const size_t t = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+      for (size_t g = 0; g < group; ++g) {
+        float mx = -INFINITY;
+        for (size_t ci = 0; ci < n_chunks; ++ci) {
+          const size_t i = (pair * n_chunks + ci) * group + g;
+          if (part_l_[i] > 0.0f) mx = std::max(mx, part_m_[i]);
+        }
+        float* out = &attn_out_[t * d + (kvh * group + g) * hd];
+        std::fill(out, out + hd, 0.0f);
+        float denom = 0.0f;
+        for (size_t ci = 0; ci < n_chunks; ++ci) {
+          const size_t i = (pair * n_chunks + ci) * group + g;
+          if (part_l_[i] <= 0.0f) continue;
+          const float w = std::exp(part_m_[i] - mx);
+          denom += w * part_l_[i];
+          for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[i * hd + x];
+        }
+        for (size_t x = 0; x < hd; ++x) out[x] /= denom;
+      }
     }
   });
 }

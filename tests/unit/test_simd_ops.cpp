@@ -76,6 +76,26 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   }
 }
 
+TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
+  for (size_t n_q : {1u, 3u}) {
+    for (size_t n_keys : {1u, 5u, 17u, 300u}) {
+      const size_t hd = 64, stride = 3 * hd + 8;  // rows hold other heads too
+      auto k = random_halves(n_keys * stride, 8), v = random_halves(n_keys * stride, 9);
+      auto q = random_floats(n_q * hd, 10);
+      std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
+      simd().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m1.data(), l1.data(),
+                        a1.data());
+      ref().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m2.data(), l2.data(),
+                       a2.data());
+      for (size_t g = 0; g < n_q; ++g) {
+        EXPECT_NEAR(m1[g], m2[g], 1e-5f);
+        EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_keys;
+        for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, SimdOpsTest, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
                          [](const auto& info) { return std::string(simd_level_name(info.param)); });
 

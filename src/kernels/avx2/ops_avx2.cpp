@@ -1,6 +1,10 @@
 // AVX2 + FMA + F16C versions of SimdOps.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -23,6 +27,16 @@ struct VecAvx2 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
+  static Reg round(Reg a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // 2^n for integer-valued n in the normal exponent range.
+  static Reg pow2(Reg n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
   static float reduce(Reg v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -1,6 +1,10 @@
 // AVX-512 versions of SimdOps.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -23,6 +27,13 @@ struct VecAvx512 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
+  static Reg round(Reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Reg pow2(Reg n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
   static float reduce(Reg v) { return _mm512_reduce_add_ps(v); }
 };
 

@@ -1,4 +1,8 @@
 // Scalar reference for SimdOps: plain loops, the definition the SIMD versions are tested against.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -32,11 +36,28 @@ void f32_to_f16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
+void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
+                size_t head_dim, float scale, float* m, float* l, float* acc) {
+  std::vector<float> s(n_keys);
+  for (size_t g = 0; g < n_q; ++g) {
+    for (size_t j = 0; j < n_keys; ++j) s[j] = dot_f16_f32(k + j * stride, q + g * head_dim, head_dim) * scale;
+    m[g] = *std::max_element(s.begin(), s.end());
+    l[g] = 0.0f;
+    float* out = acc + g * head_dim;
+    std::fill(out, out + head_dim, 0.0f);
+    for (size_t j = 0; j < n_keys; ++j) {
+      const float p = std::exp(s[j] - m[g]);
+      l[g] += p;
+      axpy_f16(p, v + j * stride, out, head_dim);
+    }
+  }
+}
+
 }  // namespace
 
 const SimdOps& scalar_ops() {
   static const SimdOps table{"scalar",           gemm_f32,         dot_f32,          dot_f16_f32,
-                             axpy_f16,           f32_to_f16,       scalar::quantize_q8, scalar::dot_q4_0,
+                             axpy_f16,           f32_to_f16,       attn_chunk,       scalar::quantize_q8, scalar::dot_q4_0,
                              scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
   return table;
 }
