@@ -73,6 +73,10 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
   if (n == 0) return;
   const size_t threads = std::min<size_t>(static_cast<size_t>(n_threads_), n);
+  if (threads == 1) {  // nothing to share: skip waking the workers
+    fn(0, n, 0);
+    return;
+  }
   run([&](int t) {
     const auto ut = static_cast<size_t>(t);
     if (ut >= threads) return;

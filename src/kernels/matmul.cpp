@@ -31,19 +31,31 @@ void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activatio
   });
 }
 
-void matmul_quantized(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
+// Row tiles of all jobs, numbered consecutively so one parallel_for covers every matrix.
+void matmul_quantized(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool) {
   thread_local Q8Activations q_storage;  // per calling thread: reused across layers
   // Workers must see the caller's buffer: a thread_local named inside the lambda would be theirs.
   Q8Activations& q = q_storage;
-  quantize_activations(x, n_tok, w.cols, q, pool);
+  const size_t cols = jobs.begin()->w->cols;
+  quantize_activations(x, n_tok, cols, q, pool);
   const SimdOps& k = ops();
-  const size_t n_tiles = (w.rows + kRowTile - 1) / kRowTile;
+  size_t n_tiles = 0;
+  for (const MatmulJob& j : jobs) n_tiles += (j.w->rows + kRowTile - 1) / kRowTile;
   pool.parallel_for(n_tiles, [&](size_t begin, size_t end, int) {
-    const size_t r0 = begin * kRowTile, r1 = std::min(w.rows, end * kRowTile);
-    for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
-      const size_t nt = std::min(kTokenTile, n_tok - t0);
-      k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt,
-                y + t0 * w.rows + r0, w.rows);
+    size_t first_tile = 0;
+    for (const MatmulJob& j : jobs) {
+      const WeightView& w = *j.w;
+      const size_t tiles = (w.rows + kRowTile - 1) / kRowTile;
+      const size_t b = std::max(begin, first_tile), e = std::min(end, first_tile + tiles);
+      if (b < e) {
+        const size_t r0 = (b - first_tile) * kRowTile, r1 = std::min(w.rows, (e - first_tile) * kRowTile);
+        for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
+          const size_t nt = std::min(kTokenTile, n_tok - t0);
+          k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt,
+                    j.y + t0 * w.rows + r0, w.rows);
+        }
+      }
+      first_tile += tiles;
     }
   });
 }
@@ -79,10 +91,17 @@ void weight_row_to_float(const WeightView& w, size_t row, float* dst) {
 }
 
 void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  if (has_q8_kernel(w.traits->type) && w.cols % kQ8Block == 0) {
-    matmul_quantized(w, x, n_tok, y, pool);
+  matmul_many({{&w, y}}, x, n_tok, pool);
+}
+
+void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool) {
+  const size_t cols = jobs.begin()->w->cols;
+  bool all_q8 = true;
+  for (const MatmulJob& j : jobs) all_q8 = all_q8 && j.w->cols == cols && has_q8_kernel(j.w->traits->type);
+  if (all_q8 && cols % kQ8Block == 0) {
+    matmul_quantized(jobs, x, n_tok, pool);
   } else {
-    matmul_float(w, x, n_tok, y, pool);
+    for (const MatmulJob& j : jobs) matmul_float(*j.w, x, n_tok, j.y, pool);
   }
 }
 

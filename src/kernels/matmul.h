@@ -2,6 +2,7 @@
 // Matrix products against stored (possibly quantized) weights, split across the thread pool.
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/thread_pool.h"
 #include "kernels/quant_types.h"
@@ -18,6 +19,14 @@ struct WeightView {
 
 // y[t][r] = dot(w row r, x[t]) for t < n_tok; x rows are `cols` floats apart, y rows `w.rows` apart.
 void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+
+// Several products of the same input (Q/K/V, gate/up) in one parallel region: the input is
+// quantized once and the threads share the rows of all matrices.
+struct MatmulJob {
+  const WeightView* w;
+  float* y;
+};
+void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool);
 
 // Converts one stored row to floats (embedding lookup).
 void weight_row_to_float(const WeightView& w, size_t row, float* dst);

@@ -72,9 +72,7 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
-    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
-    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
-    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_);
     if (c.qkv_bias) {
       for (size_t t = 0; t < n; ++t) {
         add_in_place(&q_[t * d], L.bq.data(), d);
@@ -89,8 +87,7 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
-    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
-    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+    matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, pool_);
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       silu_mul(&gate_[b * c.n_ff], &up_[b * c.n_ff], (e - b) * c.n_ff);
     });
