@@ -1,9 +1,6 @@
 #include "cli/cli_common.h"
 
-#include <fstream>
-#include <sstream>
-
-#include "core/error.h"
+#include <cstdlib>
 
 namespace ts::cli {
 
@@ -13,13 +10,14 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool with_ctx) {
   if (with_ctx) cmd.add_option("-c,--ctx", opts.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 20));
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in, path, ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  TS_CHECK(!in.bad(), path, ": read error");
-  return ss.str();
+std::string default_data_dir() {
+  const char* env = std::getenv("TS_DATA_DIR");
+  return env && *env ? env : "../shared/data";
+}
+
+void add_data_dir_option(CLI::App& cmd, std::string& dir) {
+  dir = default_data_dir();
+  cmd.add_option("--data-dir", dir, "evaluation data directory (default: $TS_DATA_DIR, else ../shared/data)");
 }
 
 size_t choose_ctx(const ModelOptions& opts, const Model& model, size_t default_ctx) {

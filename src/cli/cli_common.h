@@ -5,7 +5,9 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "eval/data_file.h"
 #include "model/model.h"
+#include "runtime/transformer.h"
 
 namespace ts::cli {
 
@@ -18,7 +20,24 @@ struct ModelOptions {
 // -m/--model (required), -t/--threads, and -c/--ctx when `with_ctx`.
 void add_model_options(CLI::App& cmd, ModelOptions& opts, bool with_ctx);
 
-std::string read_text_file(const std::string& path);
+// The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
+// directory, i.e. next to the repository when run from its root).
+std::string default_data_dir();
+// --data-dir DIR, defaulting to default_data_dir().
+void add_data_dir_option(CLI::App& cmd, std::string& dir);
+
+// The threads and forward pass an evaluation scores with: the one place commands build them, so
+// options that change the forward pass (later: token-sparsification policies) reach every command.
+class EvalRuntime {
+ public:
+  EvalRuntime(const ModelOptions& opts, const Model& model, size_t n_ctx)
+      : pool_(opts.threads), transformer_(model, pool_, n_ctx) {}
+  Transformer& transformer() { return transformer_; }
+
+ private:
+  ThreadPool pool_;
+  Transformer transformer_;
+};
 // Context size to use: the flag, else min(default_ctx, the model's training context).
 size_t choose_ctx(const ModelOptions& opts, const Model& model, size_t default_ctx);
 
@@ -27,5 +46,6 @@ void register_ppl(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_eval(CLI::App& app);
 
 }  // namespace ts::cli

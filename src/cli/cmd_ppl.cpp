@@ -1,5 +1,10 @@
-// tokensieve ppl: perplexity with llama.cpp's llama-perplexity protocol: tokenize the whole text,
-// cut non-overlapping windows of CTX tokens, score the second half of each window.
+// tokensieve ppl: perplexity of a text file or a named dataset under one of two protocols:
+//   llamacpp  llama-perplexity: non-overlapping windows of CTX tokens (the first replaced by BOS
+//             when the model adds BOS), each scored on its second half;
+//   stride    HF transformers' sliding window: windows of CTX tokens every S tokens, each scoring
+//             the tokens no earlier window scored; S = CTX is GPTQ's protocol.
+// WikiText-2 and -f default to llamacpp with CTX 512; C4 to GPTQ's setup (stride, CTX 2048,
+// 256 windows).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -7,44 +12,67 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "eval/perplexity.h"
+#include "eval/ppl_datasets.h"
 
 namespace ts::cli {
 namespace {
 
 struct PplOptions {
   ModelOptions model;
-  std::string file;
-  size_t chunks = 0;  // 0 = all
+  std::string file, dataset, data_dir, protocol;  // protocol "" = the dataset's default
+  size_t stride = 0;                               // 0 = CTX
+  size_t chunks = 0;                               // 0 = all
   bool json = false;
 };
 
 void ppl(const PplOptions& o) {
+  // Flag combinations are usage errors (exit 2), like the checks CLI11 makes itself.
+  if (o.file.empty() == o.dataset.empty()) throw CLI::RequiredError("-f FILE or --dataset NAME");
+  const bool c4 = o.dataset == "c4";
+  const std::string protocol = !o.protocol.empty() ? o.protocol : c4 ? "stride" : "llamacpp";
+  if (protocol != "stride" && o.stride) throw CLI::ValidationError("--stride", "needs --protocol stride");
+  const PplCorpus corpus = o.file.empty() ? load_ppl_corpus(o.dataset, o.data_dir) : PplCorpus{o.file, read_text_file(o.file)};
   auto model = Model::load(o.model.model_path);
   const Tokenizer& tok = model->tokenizer();
-  const std::string text = read_text_file(o.file);
+  const size_t n_ctx = c4 ? choose_ctx(o.model, *model, 2048) : o.model.ctx ? o.model.ctx : 512;
   // As llama-perplexity: special-token text in the file is plain text; BOS only if the model adds it.
-  const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
-  const size_t n_ctx = o.model.ctx ? o.model.ctx : 512;
-  ThreadPool pool(o.model.threads);
-  Transformer tf(*model, pool, n_ctx);
-  const size_t n_windows = o.chunks ? std::min(o.chunks, tokens.size() / n_ctx) : tokens.size() / n_ctx;
-  Progress progress("ppl", n_windows);
-  const PerplexityResult r = perplexity_windows(
-      tf, tokens, n_ctx, o.chunks, tok.add_bos_default() ? tok.bos() : -1,
-      [&](size_t done, const NllAccumulator& acc) {
-        if (!o.json) std::printf("[%zu]%.4f,", done, acc.ppl());
-        std::fflush(stdout);
-        progress.update(done, cat("PPL ", acc.ppl()));
-      });
+  std::vector<int32_t> tokens = tok.encode(corpus.text, tok.add_bos_default(), /*parse_special=*/false);
+  const size_t tokens_total = tokens.size();
+  if (corpus.max_windows) tokens.resize(std::min(tokens.size(), corpus.max_windows * n_ctx));
+  const size_t stride = o.stride ? o.stride : n_ctx;
+
+  EvalRuntime rt(o.model, *model, n_ctx);
+  const size_t all_windows =
+      protocol == "stride" ? strided_window_count(tokens.size(), n_ctx, stride) : tokens.size() / n_ctx;
+  Progress progress("ppl", o.chunks ? std::min(o.chunks, all_windows) : all_windows);
+  const OnWindow on_window = [&](size_t done, const NllAccumulator& acc) {
+    if (!o.json) std::printf("[%zu]%.4f,", done, acc.ppl());
+    std::fflush(stdout);
+    progress.update(done, cat("PPL ", acc.ppl()));
+  };
+  const PerplexityResult r =
+      protocol == "stride"
+          ? perplexity_strided(rt.transformer(), tokens, n_ctx, stride, o.chunks, on_window)
+          : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks, tok.add_bos_default() ? tok.bos() : -1,
+                               on_window);
   progress.finish();
   if (o.json) {
-    nlohmann::json j = {{"ppl", r.acc.ppl()},   {"ppl_stderr", r.acc.ppl_stderr()}, {"tokens_scored", r.acc.count},
-                        {"chunks", r.chunks},   {"ctx", n_ctx},                     {"tokens_total", tokens.size()},
-                        {"file", o.file},       {"model", o.model.model_path}};
+    nlohmann::json j = {{"ppl", r.acc.ppl()},
+                        {"ppl_stderr", r.acc.ppl_stderr()},
+                        {"tokens_scored", r.acc.count},
+                        {"chunks", r.chunks},
+                        {"ctx", n_ctx},
+                        {"tokens_total", tokens_total},
+                        {"tokens_used", tokens.size()},
+                        {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
+                        {"protocol", protocol},
+                        {"file", corpus.path},
+                        {"model", o.model.model_path}};
+    if (protocol == "stride") j["stride"] = stride;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu chunks of %zu)\n", r.acc.ppl(),
-                r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx);
+    std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
+                r.acc.ppl(), r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx, protocol.c_str());
   }
 }
 
@@ -52,9 +80,17 @@ void ppl(const PplOptions& o) {
 
 void register_ppl(CLI::App& app) {
   auto opts = std::make_shared<PplOptions>();
-  CLI::App* cmd = app.add_subcommand("ppl", "perplexity of a text file (llama-perplexity protocol)");
+  CLI::App* cmd = app.add_subcommand("ppl", "perplexity of a text file or dataset (llama.cpp or sliding-window protocol)");
   add_model_options(*cmd, opts->model, true);
-  cmd->add_option("-f,--file", opts->file, "text file")->required();
+  CLI::Option* file = cmd->add_option("-f,--file", opts->file, "text file");
+  cmd->add_option("--dataset", opts->dataset, "wikitext2 | c4, read from --data-dir")
+      ->check(CLI::IsMember({"wikitext2", "c4"}))
+      ->excludes(file);
+  add_data_dir_option(*cmd, opts->data_dir);
+  cmd->add_option("--protocol", opts->protocol, "llamacpp | stride (default: stride for c4, else llamacpp)")
+      ->check(CLI::IsMember({"llamacpp", "stride"}));
+  cmd->add_option("--stride", opts->stride, "stride protocol: tokens between window starts (default: CTX)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--chunks", opts->chunks, "score at most N windows (default: all)");
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { ppl(*opts); });

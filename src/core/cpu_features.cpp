@@ -10,7 +10,8 @@ SimdLevel detected_simd_level() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16"))
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") &&
+        __builtin_cpu_supports("avx512vbmi"))
       return SimdLevel::Avx512;
     // Every AVX2 CPU also has F16C (Haswell and Excavator onwards); clang 14 cannot query "f16c".
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::Avx2;

@@ -7,14 +7,6 @@
 
 namespace ts {
 
-double token_log_prob(const float* logits, size_t n_vocab, int32_t target) {
-  float mx = logits[0];
-  for (size_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0.0;
-  for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
-  return double(logits[target]) - mx - std::log(sum);
-}
-
 void NllAccumulator::add(double log_prob) {
   nll -= log_prob;
   nll2 += log_prob * log_prob;
@@ -30,23 +22,43 @@ double NllAccumulator::ppl_stderr() const {
 }
 
 PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
-                                    size_t max_chunks, int32_t bos,
-                                    const std::function<void(size_t, const NllAccumulator&)>& on_chunk) {
+                                    size_t max_chunks, int32_t bos, const OnWindow& on_chunk) {
   TS_CHECK(n_ctx >= 8, "the perplexity window must be at least 8 tokens");
   TS_CHECK(n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " exceeds the context ", tf.n_ctx());
   PerplexityResult r;
   r.chunks = tokens.size() / n_ctx;
   TS_CHECK(r.chunks > 0, tokens.size(), " tokens is fewer than one window of ", n_ctx, " (lower -c)");
   if (max_chunks) r.chunks = std::min(r.chunks, max_chunks);
-  const size_t n_vocab = tf.model().config().n_vocab, first = n_ctx / 2;
   std::vector<int32_t> window(n_ctx);
   for (size_t c = 0; c < r.chunks; ++c) {
     std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(c * n_ctx), n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
-    tf.truncate(0);
-    const std::span<const float> logits = tf.forward(window, true);
-    for (size_t i = first; i + 1 < n_ctx; ++i) r.acc.add(token_log_prob(&logits[i * n_vocab], n_vocab, window[i + 1]));
+    score_tokens(tf, window, 0, n_ctx / 2 + 1, [&](double lp) { r.acc.add(lp); });
     on_chunk(c + 1, r.acc);
+  }
+  return r;
+}
+
+size_t strided_window_count(size_t n_tokens, size_t n_ctx, size_t stride) {
+  if (n_tokens <= n_ctx) return 1;
+  return 1 + (n_tokens - n_ctx + stride - 1) / stride;
+}
+
+PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
+                                    size_t stride, size_t max_windows, const OnWindow& on_window) {
+  TS_CHECK(n_ctx >= 2 && n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " must be in [2, ", tf.n_ctx(), "]");
+  TS_CHECK(stride >= 1 && stride <= n_ctx, "the stride ", stride, " must be in [1, ", n_ctx, "]");
+  TS_CHECK(tokens.size() >= 2, "the text is ", tokens.size(), " tokens, too short to score");
+  PerplexityResult r;
+  r.chunks = strided_window_count(tokens.size(), n_ctx, stride);
+  if (max_windows) r.chunks = std::min(r.chunks, max_windows);
+  size_t scored_end = 0;  // tokens before this were scored by an earlier window
+  for (size_t w = 0; w < r.chunks; ++w) {
+    const size_t begin = w * stride, end = std::min(begin + n_ctx, tokens.size());
+    const std::span<const int32_t> window(tokens.data() + begin, end - begin);
+    score_tokens(tf, window, 0, std::max(scored_end, begin + 1) - begin, [&](double lp) { r.acc.add(lp); });
+    scored_end = end;
+    on_window(w + 1, r.acc);
   }
   return r;
 }

@@ -4,12 +4,10 @@
 #include <functional>
 #include <vector>
 
+#include "eval/token_scoring.h"
 #include "runtime/transformer.h"
 
 namespace ts {
-
-// log p(target) under softmax(logits), computed stably in double precision.
-double token_log_prob(const float* logits, size_t n_vocab, int32_t target);
 
 // Running sums of negative log-likelihood; mean, perplexity and its standard error.
 struct NllAccumulator {
@@ -25,11 +23,23 @@ struct PerplexityResult {
   size_t chunks = 0;
 };
 
+// Called after each window with the number of windows done and the running sums.
+using OnWindow = std::function<void(size_t, const NllAccumulator&)>;
+
 // llama.cpp's llama-perplexity: non-overlapping windows of n_ctx tokens (the first replaced by
 // `bos` when bos >= 0), each scored on its second half. max_chunks = 0 scores every window.
-// on_chunk(done, running) is called after each window.
 PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
-                                    size_t max_chunks, int32_t bos,
-                                    const std::function<void(size_t, const NllAccumulator&)>& on_chunk);
+                                    size_t max_chunks, int32_t bos, const OnWindow& on_chunk);
+
+// Number of windows perplexity_strided evaluates on n_tokens (before max_windows).
+size_t strided_window_count(size_t n_tokens, size_t n_ctx, size_t stride);
+
+// The sliding window of HF transformers' perplexity guide: windows of up to n_ctx tokens start
+// every `stride` tokens and each scores only the tokens no earlier window scored (the first
+// window all but its first token), so with stride = n_ctx the windows are disjoint and fully
+// scored (GPTQ's protocol) and smaller strides give every scored token at least n_ctx - stride
+// tokens of context. Windows are fed as they are (no BOS inserted). max_windows = 0: all.
+PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
+                                    size_t stride, size_t max_windows, const OnWindow& on_window);
 
 }  // namespace ts

@@ -3,13 +3,14 @@
 // weight vector is reused for TB tokens and each activation vector for RB rows.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 
 namespace ts::avx512 {
 namespace {
 
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 __m512 two_scales(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
@@ -22,21 +23,52 @@ __m512i unpack_two_q4(const uint8_t* qs0, const uint8_t* qs1) {
   return _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
 }
 
+// The first four bytes of blocks b and b+1 read as two fp16 fields each and converted at once:
+// [f0 g0 f1 g1] (for types with one leading field, g is unused).
+__m512 head_fields(const void* b0, const void* b1) {
+  uint32_t a0, a1;
+  std::memcpy(&a0, b0, 4);
+  std::memcpy(&a1, b1, 4);
+  return _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{a1} << 32 | a0))));
+}
+// Spreads field 0/1 of each block over that block's 8 lanes.
+__m512 spread(__m512 fields, int field) {
+  const __m512i idx = field == 0 ? _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0)
+                                 : _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1);
+  return _mm512_permutexvar_ps(idx, fields);
+}
+
 // Per weight type: 64 weights of blocks (b, b+1) as bytes, their scales, and the per-lane
-// coefficient of the activation block sum s (each of a block's 8 lanes adds 1/8 of it).
+// coefficient of the activation block sum s. The caller passes s/8 per lane (a block has 8
+// lanes), so the coefficient is the block's offset per unit of s.
 struct Q4_1Kind {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false, kOffset = true;
-  static __m512i weights(const Block* b) { return unpack_two_q4(b[0].qs, b[1].qs); }
-  static __m512 scales(const Block* b) { return two_scales(half(b[0].d), half(b[1].d)); }
-  static __m512 offset(const Block* b) { return two_scales(half(b[0].m) / 8, half(b[1].m) / 8); }
+  // Both blocks (40 bytes) in one masked load; byte permutes place each block's 16 packed bytes
+  // twice, and per-lane shifts pick the low nibbles for the first copy, the high for the second.
+  static __m512i weights(const Block* b) {
+    const __m512i raw = _mm512_maskz_loadu_epi8(0xFFFFFFFFFFull, b);
+    const __m512i idx = _mm512_set_epi8(39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24,  //
+                                        39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24,  //
+                                        19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,        //
+                                        19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4);
+    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi8(idx, raw), shift), _mm512_set1_epi8(0x0F));
+  }
+  static void scales(const Block* b, __m512& d, __m512& off) {  // x = d q + m
+    const __m512 f = head_fields(&b[0], &b[1]);
+    d = spread(f, 0);
+    off = spread(f, 1);
+  }
 };
 struct Q4_0Kind {
   using Block = BlockQ4_0;
   static constexpr bool kSigned = false, kOffset = true;
   static __m512i weights(const Block* b) { return unpack_two_q4(b[0].qs, b[1].qs); }
-  static __m512 scales(const Block* b) { return two_scales(half(b[0].d), half(b[1].d)); }
-  static __m512 offset(const Block* b) { return two_scales(-half(b[0].d), -half(b[1].d)); }  // -8d/8
+  static void scales(const Block* b, __m512& d, __m512& off) {  // x = d (q - 8)
+    d = spread(head_fields(&b[0], &b[1]), 0);
+    off = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+  }
 };
 struct Q8_0Kind {
   using Block = BlockQ8_0;
@@ -45,8 +77,7 @@ struct Q8_0Kind {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
   }
-  static __m512 scales(const Block* b) { return two_scales(half(b[0].d), half(b[1].d)); }
-  static __m512 offset(const Block*) { return _mm512_setzero_ps(); }
+  static void scales(const Block* b, __m512& d, __m512&) { d = spread(head_fields(&b[0], &b[1]), 0); }
 };
 
 // Even block counts only; the caller finishes an odd last block with single dot products.
@@ -64,20 +95,19 @@ void tile(const uint8_t* w, size_t row_stride, size_t n_pairs, const Q8Activatio
     for (int t = 0; t < TB; ++t) {
       xq[t] = _mm512_loadu_si512(x.row_qs(t0 + t) + b * kQ8Block);
       xd[t] = two_scales(x.row_d(t0 + t)[b], x.row_d(t0 + t)[b + 1]);
-      if constexpr (K::kOffset) xs[t] = two_scales(x.row_s(t0 + t)[b], x.row_s(t0 + t)[b + 1]);
+      if constexpr (K::kOffset) xs[t] = two_scales(x.row_s(t0 + t)[b] / 8, x.row_s(t0 + t)[b + 1] / 8);
     }
     for (int r = 0; r < RB; ++r) {
       const Block* blk = reinterpret_cast<const Block*>(w + r * row_stride) + b;
       const __m512i wq = K::weights(blk);
-      const __m512 wd = K::scales(blk);
+      __m512 wd, wo;
+      K::scales(blk, wd, wo);
       __m512i wabs = wq;
       __mmask64 wneg = 0;
       if constexpr (K::kSigned) {  // vpdpbusd takes unsigned weights: |w|, and x carries w's sign
         wabs = _mm512_abs_epi8(wq);
         wneg = _mm512_movepi8_mask(wq);
       }
-      __m512 wo = _mm512_setzero_ps();
-      if constexpr (K::kOffset) wo = K::offset(blk);
       for (int t = 0; t < TB; ++t) {
         __m512i xv = xq[t];
         if constexpr (K::kSigned) xv = _mm512_mask_sub_epi8(xv, wneg, _mm512_setzero_si512(), xv);
@@ -94,9 +124,14 @@ void tile(const uint8_t* w, size_t row_stride, size_t n_pairs, const Q8Activatio
 template <class K>
 void gemm(const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, size_t t0, size_t n_tok,
           float* y, size_t y_stride) {
-  constexpr int RB = 4, TB = 2;  // 8 accumulators + operands fit the 32 zmm registers
+  // 8 accumulators + operands fit the 32 zmm registers: 4 rows x 2 tokens, or 8 rows for a
+  // single token (decode), where more rows share each activation vector.
+  constexpr int RB = 4, TB = 2, RB_SINGLE = 8;
   const size_t n_pairs = x.blocks_per_row() / 2;
   size_t r = 0;
+  if (n_tok == 1)
+    for (; r + RB_SINGLE <= n_rows; r += RB_SINGLE)
+      tile<K, RB_SINGLE, 1>(w + r * row_stride, row_stride, n_pairs, x, t0, y + r, y_stride);
   for (; r + RB <= n_rows; r += RB) {
     size_t t = 0;
     for (; t + TB <= n_tok; t += TB)
