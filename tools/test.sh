@@ -16,7 +16,9 @@ python3 -m pytest -q tests/python
 
 echo "== unit tests (ASan + UBSan)"
 bash tools/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+# The float32 SmolLM2 reference runs are minutes under ASan; the Release run above covers them.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "SmolLM2_exact"
 
 echo "== fuzzing (bounded)"
 bash fuzz/run_all.sh "${TS_FUZZ_SECONDS:-30}"

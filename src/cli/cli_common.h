@@ -15,10 +15,12 @@ struct ModelOptions {
   std::string model_path;
   int threads = 0;  // 0 = all cores
   size_t ctx = 0;   // 0 = command default
+  bool exact = false;  // float activations in matrix products (see MatmulPrecision)
+  MatmulPrecision precision() const { return exact ? MatmulPrecision::Exact : MatmulPrecision::Fast; }
 };
 
-// -m/--model (required), -t/--threads, and -c/--ctx when `with_ctx`.
-void add_model_options(CLI::App& cmd, ModelOptions& opts, bool with_ctx);
+// -m/--model (required), -t/--threads, and for commands that run the model -c/--ctx and --exact.
+void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model);
 
 // The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
 // directory, i.e. next to the repository when run from its root).

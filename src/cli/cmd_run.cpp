@@ -36,7 +36,7 @@ void run(const RunOptions& o) {
   TS_CHECK(tokens.size() < n_ctx, "the prompt has ", tokens.size(), " tokens, which does not fit the context of ",
            n_ctx, " (raise -c)");
   ThreadPool pool(o.model.threads);
-  Transformer tf(*model, pool, n_ctx);
+  Transformer tf(*model, pool, n_ctx, o.model.precision());
   Sampler sampler(o.sampling);
   StreamingDecoder out(tok);
 

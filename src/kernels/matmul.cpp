@@ -90,13 +90,15 @@ void weight_row_to_float(const WeightView& w, size_t row, float* dst) {
   w.traits->to_float(w.data + row * w.row_stride(), dst, w.cols);
 }
 
-void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  matmul_many({{&w, y}}, x, n_tok, pool);
+void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool,
+            MatmulPrecision precision) {
+  matmul_many({{&w, y}}, x, n_tok, pool, precision);
 }
 
-void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool) {
+void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool,
+                 MatmulPrecision precision) {
   const size_t cols = jobs.begin()->w->cols;
-  bool all_q8 = true;
+  bool all_q8 = precision == MatmulPrecision::Fast;
   for (const MatmulJob& j : jobs) all_q8 = all_q8 && j.w->cols == cols && has_q8_kernel(j.w->traits->type);
   if (all_q8 && cols % kQ8Block == 0) {
     matmul_quantized(jobs, x, n_tok, pool);

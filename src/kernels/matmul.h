@@ -17,8 +17,14 @@ struct WeightView {
   size_t row_stride() const { return row_bytes(*traits, cols); }
 };
 
+// Fast: activations quantized to 8-bit blocks for integer dot products (as llama.cpp; the
+// default). Exact: weights converted to float and multiplied in float32, to compare with a
+// float reference implementation.
+enum class MatmulPrecision { Fast, Exact };
+
 // y[t][r] = dot(w row r, x[t]) for t < n_tok; x rows are `cols` floats apart, y rows `w.rows` apart.
-void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool,
+            MatmulPrecision precision = MatmulPrecision::Fast);
 
 // Several products of the same input (Q/K/V, gate/up) in one parallel region: the input is
 // quantized once and the threads share the rows of all matrices.
@@ -26,7 +32,8 @@ struct MatmulJob {
   const WeightView* w;
   float* y;
 };
-void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool);
+void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool,
+                 MatmulPrecision precision = MatmulPrecision::Fast);
 
 // Converts one stored row to floats (embedding lookup).
 void weight_row_to_float(const WeightView& w, size_t row, float* dst);

@@ -21,9 +21,10 @@ void add_in_place(float* x, const float* y, size_t n) {
 }
 }  // namespace
 
-Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx)
+Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, MatmulPrecision precision)
     : model_(model),
       pool_(pool),
+      precision_(precision),
       cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
 
 void Transformer::truncate(size_t n) { cache_.set_size(std::min(n, cache_.size())); }
@@ -72,7 +73,7 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_);
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_, precision_);
     if (c.qkv_bias) {
       for (size_t t = 0; t < n; ++t) {
         add_in_place(&q_[t * d], L.bq.data(), d);
@@ -81,17 +82,17 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
       }
     }
     attention(l, n, pos0);
-    matmul(L.wo, attn_out_.data(), n, xn_.data(), pool_);
+    matmul(L.wo, attn_out_.data(), n, xn_.data(), pool_, precision_);
     add_in_place(x_.data(), xn_.data(), n * d);
 
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
-    matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, pool_);
+    matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, pool_, precision_);
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       silu_mul(&gate_[b * c.n_ff], &up_[b * c.n_ff], (e - b) * c.n_ff);
     });
-    matmul(L.w_down, gate_.data(), n, xn_.data(), pool_);
+    matmul(L.w_down, gate_.data(), n, xn_.data(), pool_, precision_);
     add_in_place(x_.data(), xn_.data(), n * d);
   }
   cache_.set_size(pos0 + n);
@@ -99,7 +100,7 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
   if (!logits) return;
   const size_t first = all_logits ? 0 : n - 1, rows = n - first;
   for (size_t t = first; t < n; ++t) rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
-  matmul(model_.output(), &xn_[first * d], rows, logits, pool_);
+  matmul(model_.output(), &xn_[first * d], rows, logits, pool_, precision_);
 }
 
 void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {

@@ -14,7 +14,8 @@ namespace ts {
 class Transformer {
  public:
   // n_ctx: maximum positions held by the KV cache.
-  Transformer(const Model& model, ThreadPool& pool, size_t n_ctx);
+  Transformer(const Model& model, ThreadPool& pool, size_t n_ctx,
+              MatmulPrecision precision = MatmulPrecision::Fast);
 
   // Appends `tokens` at positions n_past()..; returns logits (n_vocab floats per row) for the
   // last token, or for every token when all_logits. The span stays valid until the next call.
@@ -34,6 +35,7 @@ class Transformer {
 
   const Model& model_;
   ThreadPool& pool_;
+  MatmulPrecision precision_;
   KvCache cache_;
   // Activations of the current batch, row-major [token][feature].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, gate_, up_, logits_;

@@ -16,14 +16,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Largest |our logit - reference logit| accepted.
+// Exact precision (float activations): what differs from the float32 reference is the F16 KV
+// cache (llama.cpp's default; relative rounding error up to 2^-11 on every K and V element) and
+// summation order; measured up to 0.02 on logits of magnitude ~20, so 0.05.
+// Fast precision quantizes activations to 8-bit blocks of 32 for the integer dot products, as
+// llama.cpp does: each activation is off by up to half a step of max|block|/127, and SmolLM2's
+// outlier channels make that step large in their blocks; measured up to 1.4, so 2.0. The fast
+// path's argmax must still agree wherever the reference's top-2 gap exceeds 2 x tolerance.
+constexpr double kExactTolerance = 0.05, kFastTolerance = 2.0;
+
 struct ReferenceCase {
   std::string fixture, model_path;
-  // Largest |our logit - reference logit| accepted. stories260K is F32 throughout; what differs is
-  // the F16 KV cache (llama.cpp's default; relative rounding error up to 2^-11 on every K and V
-  // element), measured at up to 0.02 on logits of magnitude ~18, so 0.05. SmolLM2 additionally
-  // quantizes activations to 8-bit blocks for the integer dot products (as llama.cpp does): an
-  // error of up to 1/254 of each block's max per activation, accumulated over 30 layers.
+  MatmulPrecision precision;
   double logit_tolerance;
+  bool greedy_must_match;  // only in exact precision: fast-path noise can flip near-ties
 };
 
 std::string model_file(const std::string& name) {
@@ -54,7 +61,7 @@ TEST_P(ReferenceTest, LogitsMatchWithinTolerance) {
     // The reference token ids come from HF's tokenizer; ours must agree before logits can.
     EXPECT_EQ(model_->tokenizer().encode(p["text"].get<std::string>(), p["add_bos"], p["parse_special"]), ids)
         << p["name"];
-    Transformer tf(*model_, pool_, ids.size() + 1);
+    Transformer tf(*model_, pool_, ids.size() + 1, GetParam().precision);
     const std::span<const float> logits = tf.forward(ids, true);
     double max_diff = 0.0, max_lp_diff = 0.0;
     for (size_t pos = 0; pos < ids.size(); ++pos) {
@@ -83,10 +90,11 @@ TEST_P(ReferenceTest, LogitsMatchWithinTolerance) {
 }
 
 TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
+  if (!GetParam().greedy_must_match) GTEST_SKIP() << "fast precision: compared by logits only";
   for (const auto& p : ref_["prompts"]) {
     std::vector<int32_t> ids = p["input_ids"].get<std::vector<int32_t>>();
     const auto want = p["greedy"]["tokens"].get<std::vector<int32_t>>();
-    Transformer tf(*model_, pool_, ids.size() + want.size() + 1);
+    Transformer tf(*model_, pool_, ids.size() + want.size() + 1, GetParam().precision);
     std::span<const float> logits = tf.forward(ids, false);
     std::vector<int32_t> got;
     for (size_t i = 0; i < want.size(); ++i) {
@@ -98,12 +106,21 @@ TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
   }
 }
 
+ReferenceCase exact(const std::string& fixture, const std::string& model) {
+  return {fixture, model_file(model), MatmulPrecision::Exact, kExactTolerance, true};
+}
+ReferenceCase fast(const std::string& fixture, const std::string& model) {
+  return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, false};
+}
+
+const char* const kCaseNames[] = {"stories260K", "SmolLM2_exact", "SmolLM2_fast"};
+
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
-    ::testing::Values(ReferenceCase{"stories260K.json", model_file("stories260K.gguf"), 0.05},
-                      ReferenceCase{"SmolLM2-135M-Instruct.Q4_1.json",
-                                    model_file("SmolLM2-135M-Instruct.Q4_1.gguf"), 0.25}),
-    [](const auto& info) { return info.index == 0 ? std::string("stories260K") : std::string("SmolLM2"); });
+    ::testing::Values(exact("stories260K.json", "stories260K.gguf"),
+                      exact("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                      fast("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf")),
+    [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace
 }  // namespace ts
