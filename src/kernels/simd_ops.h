@@ -25,6 +25,15 @@ struct SimdOps {
   // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).
   // Writes, per query g, the partial result m[g] = max score, l[g] = sum exp(score - m[g]) and
   // acc[g * head_dim ..] = sum exp(score - m[g]) * v_j, which merge across chunks.
+  // y = x / rms(x) * weight
+  void (*rms_norm)(const float* x, const float* weight, float* y, size_t n, float eps);
+  // gate = silu(gate) * up (SwiGLU)
+  void (*silu_mul)(float* gate, const float* up, size_t n);
+  // x = softmax(x), in place
+  void (*softmax)(float* x, size_t n);
+  // Rotates the first rot_dim dims of one head with tables from rope_tables(); neox selects the
+  // pairing (x[i], x[i + rot_dim/2]) instead of (x[2i], x[2i+1]).
+  void (*rope)(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool neox);
   void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
                      size_t head_dim, float scale, float* m, float* l, float* acc);
 

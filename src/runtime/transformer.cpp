@@ -41,6 +41,8 @@ void Transformer::resize_scratch(size_t n_tok) {
   attn_out_.resize(n_tok * d);
   gate_.resize(n_tok * c.n_ff);
   up_.resize(n_tok * c.n_ff);
+  rope_cos_.resize(n_tok * c.rot_dim);
+  rope_sin_.resize(n_tok * c.rot_dim);
   scratch_tokens_ = n_tok;
 }
 
@@ -66,12 +68,17 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
   const size_t n = tokens.size(), d = c.n_embd, kv = cache_.kv_dim(), pos0 = cache_.size();
   resize_scratch(n);
 
-  for (size_t t = 0; t < n; ++t) weight_row_to_float(model_.token_embd(), static_cast<size_t>(tokens[t]), &x_[t * d]);
+  const SimdOps& k = ops();
+  for (size_t t = 0; t < n; ++t) {
+    weight_row_to_float(model_.token_embd(), static_cast<size_t>(tokens[t]), &x_[t * d]);
+    rope_tables(static_cast<float>(pos0 + t), model_.rope_inv_freq().data(), c.rot_dim, c.rope_layout,
+                &rope_cos_[t * c.rot_dim], &rope_sin_[t * c.rot_dim]);
+  }
 
   for (size_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = model_.layers()[l];
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
+      for (size_t t = b; t < e; ++t) k.rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_, precision_);
     if (c.qkv_bias) {
@@ -86,11 +93,12 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     add_in_place(x_.data(), xn_.data(), n * d);
 
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      for (size_t t = b; t < e; ++t) rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
+      for (size_t t = b; t < e; ++t) k.rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
     matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, pool_, precision_);
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      silu_mul(&gate_[b * c.n_ff], &up_[b * c.n_ff], (e - b) * c.n_ff);
+      // Row by row: results must not depend on how tokens are split across threads.
+      for (size_t t = b; t < e; ++t) k.silu_mul(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
     });
     matmul(L.w_down, gate_.data(), n, xn_.data(), pool_, precision_);
     add_in_place(x_.data(), xn_.data(), n * d);
@@ -99,7 +107,7 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
 
   if (!logits) return;
   const size_t first = all_logits ? 0 : n - 1, rows = n - first;
-  for (size_t t = first; t < n; ++t) rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
+  for (size_t t = first; t < n; ++t) k.rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
   matmul(model_.output(), &xn_[first * d], rows, logits, pool_, precision_);
 }
 
@@ -108,13 +116,14 @@ void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
-  const float* inv_freq = model_.rope_inv_freq().data();
+  const bool neox = c.rope_layout == RopeLayout::Neox;
 
   pool_.parallel_for(n_tok, [&](size_t b, size_t e, int) {
     for (size_t t = b; t < e; ++t) {
-      const auto pos = static_cast<float>(pos0 + t);
-      for (size_t h = 0; h < c.n_heads; ++h) rope(&q_[t * d + h * hd], c.rot_dim, pos, inv_freq, c.rope_layout);
-      for (size_t h = 0; h < c.n_kv_heads; ++h) rope(&k_[t * kv + h * hd], c.rot_dim, pos, inv_freq, c.rope_layout);
+      const float* cos_t = &rope_cos_[t * c.rot_dim];
+      const float* sin_t = &rope_sin_[t * c.rot_dim];
+      for (size_t h = 0; h < c.n_heads; ++h) k.rope(&q_[t * d + h * hd], cos_t, sin_t, c.rot_dim, neox);
+      for (size_t h = 0; h < c.n_kv_heads; ++h) k.rope(&k_[t * kv + h * hd], cos_t, sin_t, c.rot_dim, neox);
       k.f32_to_f16(&k_[t * kv], cache_.key(layer, pos0 + t), kv);
       k.f32_to_f16(&v_[t * kv], cache_.value(layer, pos0 + t), kv);
     }

@@ -39,6 +39,7 @@ class Transformer {
   KvCache cache_;
   // Activations of the current batch, row-major [token][feature].
   std::vector<float> x_, xn_, q_, k_, v_, attn_out_, gate_, up_, logits_;
+  std::vector<float> rope_cos_, rope_sin_;  // rope_tables() of each token of the batch
   // Partial attention results per (token, KV head, key chunk, query head in group).
   std::vector<float> part_m_, part_l_, part_acc_;
   size_t scratch_tokens_ = 0;

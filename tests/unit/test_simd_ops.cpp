@@ -96,6 +96,38 @@ TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
   }
 }
 
+TEST_P(SimdOpsTest, PerTokenOpsMatchScalar) {
+  for (size_t n : {3u, 16u, 64u, 70u, 576u}) {
+    const auto x = random_floats(n, 11), w = random_floats(n, 12);
+    std::vector<float> y1(n), y2(n);
+    simd().rms_norm(x.data(), w.data(), y1.data(), n, 1e-5f);
+    ref().rms_norm(x.data(), w.data(), y2.data(), n, 1e-5f);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(y1[i], y2[i], 1e-5f * (1 + std::fabs(y2[i])));
+    auto g1 = random_floats(n, 13), g2 = g1;
+    simd().silu_mul(g1.data(), w.data(), n);
+    ref().silu_mul(g2.data(), w.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g2[i])));
+    auto s1 = random_floats(n, 14), s2 = s1;
+    for (auto* v : {&s1, &s2})
+      for (float& e : *v) e *= 10.0f;  // spread the logits over a wide range of exp()
+    simd().softmax(s1.data(), n);
+    ref().softmax(s2.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(s1[i], s2[i], 1e-6f + 1e-5f * s2[i]);
+  }
+}
+
+TEST_P(SimdOpsTest, RopeMatchesScalarInBothLayouts) {
+  for (size_t rot : {2u, 8u, 32u, 64u, 96u}) {
+    for (bool neox : {false, true}) {
+      const auto c = random_floats(rot, 15), s = random_floats(rot, 16);
+      auto x1 = random_floats(rot + 5, 17), x2 = x1;
+      simd().rope(x1.data(), c.data(), s.data(), rot, neox);
+      ref().rope(x2.data(), c.data(), s.data(), rot, neox);
+      for (size_t i = 0; i < x1.size(); ++i) ASSERT_NEAR(x1[i], x2[i], 1e-5f) << rot << (neox ? " neox" : "");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, SimdOpsTest, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
                          [](const auto& info) { return std::string(simd_level_name(info.param)); });
 

@@ -36,6 +36,34 @@ void f32_to_f16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
+void rms_norm(const float* x, const float* weight, float* y, size_t n, float eps) {
+  float ss = 0.0f;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void silu_mul(float* gate, const float* up, size_t n) {
+  for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax(float* x, size_t n) {
+  const float mx = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] - mx);
+  for (size_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+void rope(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool neox) {
+  const size_t half = rot_dim / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const size_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    const float xa = x[a], xb = x[b];
+    x[a] = xa * cos_t[a] + xb * sin_t[a];
+    x[b] = xb * cos_t[b] + xa * sin_t[b];
+  }
+}
+
 void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
                 size_t head_dim, float scale, float* m, float* l, float* acc) {
   std::vector<float> s(n_keys);
@@ -57,7 +85,8 @@ void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v
 
 const SimdOps& scalar_ops() {
   static const SimdOps table{"scalar",           gemm_f32,         dot_f32,          dot_f16_f32,
-                             axpy_f16,           f32_to_f16,       attn_chunk,       scalar::quantize_q8, scalar::dot_q4_0,
+                             axpy_f16,           f32_to_f16,       rms_norm,         silu_mul,
+                             softmax,            rope,             attn_chunk,       scalar::quantize_q8, scalar::dot_q4_0,
                              scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
   return table;
 }
