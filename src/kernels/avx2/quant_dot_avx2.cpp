@@ -3,32 +3,10 @@
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
+#include "kernels/x86_helpers.h"
 
 namespace ts::avx2 {
 namespace {
-
-// Hardware half-to-float (F16C); the portable fp16_to_float is the scalar reference.
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-// 32 unsigned 4-bit weights of a Q4_0/Q4_1 block in activation order: low nibbles then high.
-__m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-}
 
 // Eight int32 partial sums of u8 weights times s8 activations.
 __m256i dot_u8_s8(__m256i w, __m256i x) {
@@ -42,7 +20,7 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   float offset = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    const __m256i sum = dot_u8_s8(unpack_nibbles(blocks[b].qs), xq);
+    const __m256i sum = dot_u8_s8(unpack_q4_block(blocks[b].qs), xq);
     const float dw = half(blocks[b].d);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * x.d[b]), acc);
     if constexpr (kHasMin) {
@@ -51,7 +29,7 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
       offset -= 8.0f * dw * x.s[b];
     }
   }
-  return hsum(acc) + offset;
+  return hsum256(acc) + offset;
 }
 
 }  // namespace
@@ -65,7 +43,7 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
       v[i] = _mm256_loadu_ps(x + b * kQ8Block + 8 * i);
       amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
     }
-    const float am = hmax(amax);
+    const float am = hmax256(amax);
     const __m256 inv = _mm256_set1_ps(am > 0 ? 127.0f / am : 0.0f);
     __m256i q[4];
     for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));
@@ -75,7 +53,7 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
     const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQ8Block), ordered);
     d[b] = am / 127.0f;
-    s[b] = d[b] * hsum(_mm256_cvtepi32_ps(total));
+    s[b] = d[b] * hsum256(_mm256_cvtepi32_ps(total));
   }
 }
 
@@ -92,7 +70,7 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
     const __m256i sum = dot_u8_s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
   }
-  return hsum(acc);
+  return hsum256(acc);
 }
 
 void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, size_t t0,

@@ -6,22 +6,12 @@
 #include <cstring>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/avx512/avx512_helpers.h"
 #include "kernels/quant_dot_tables.h"
 
 namespace ts::avx512 {
 namespace {
 
-
-__m512 two_scales(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
-}
-
-__m512i unpack_two_q4(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)),
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
-  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
-  return _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-}
 
 // The first four bytes of blocks b and b+1 read as two fp16 fields each and converted at once:
 // [f0 g0 f1 g1] (for types with one leading field, g is unused).
@@ -44,17 +34,7 @@ __m512 spread(__m512 fields, int field) {
 struct Q4_1Kind {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false, kOffset = true;
-  // Both blocks (40 bytes) in one masked load; byte permutes place each block's 16 packed bytes
-  // twice, and per-lane shifts pick the low nibbles for the first copy, the high for the second.
-  static __m512i weights(const Block* b) {
-    const __m512i raw = _mm512_maskz_loadu_epi8(0xFFFFFFFFFFull, b);
-    const __m512i idx = _mm512_set_epi8(39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24,  //
-                                        39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24,  //
-                                        19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,        //
-                                        19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4);
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    return _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi8(idx, raw), shift), _mm512_set1_epi8(0x0F));
-  }
+  static __m512i weights(const Block* b) { return load_two_q4<sizeof(Block), 4>(b); }
   static void scales(const Block* b, __m512& d, __m512& off) {  // x = d q + m
     const __m512 f = head_fields(&b[0], &b[1]);
     d = spread(f, 0);
@@ -64,7 +44,7 @@ struct Q4_1Kind {
 struct Q4_0Kind {
   using Block = BlockQ4_0;
   static constexpr bool kSigned = false, kOffset = true;
-  static __m512i weights(const Block* b) { return unpack_two_q4(b[0].qs, b[1].qs); }
+  static __m512i weights(const Block* b) { return load_two_q4<sizeof(Block), 2>(b); }
   static void scales(const Block* b, __m512& d, __m512& off) {  // x = d (q - 8)
     d = spread(head_fields(&b[0], &b[1]), 0);
     off = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));

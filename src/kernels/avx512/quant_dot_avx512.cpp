@@ -2,39 +2,15 @@
 // 512-bit vpdpbusd, one block with the 256-bit form for an odd tail.
 #include <immintrin.h>
 
+#include <cstddef>
+
 #include "kernels/quant_blocks.h"
+#include "kernels/avx512/avx512_helpers.h"
 #include "kernels/quant_dot_tables.h"
+#include "kernels/x86_helpers.h"
 
 namespace ts::avx512 {
 namespace {
-
-// Hardware half-to-float (F16C); the portable fp16_to_float is the scalar reference.
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
-
-float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-__m512 two_scales(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
-}
-
-// Weights of two consecutive Q4 blocks as u8 in activation order: [lo0 hi0 lo1 hi1] (16 bytes each).
-__m512i unpack_two_q4(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)),
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
-  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
-  // both = [raw0 raw1 raw0>>4 raw1>>4] -> [raw0 raw0>>4 raw1 raw1>>4]
-  return _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-}
-
-__m256i unpack_one_q4(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-}
 
 template <class Block, bool kHasMin>
 float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
@@ -44,7 +20,7 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   size_t b = 0;
   for (; b + 2 <= n_blocks; b += 2) {
     const __m512i xq = _mm512_loadu_si512(x.qs + b * kQ8Block);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_two_q4(blocks[b].qs, blocks[b + 1].qs), xq);
+    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), load_two_q4<sizeof(Block), offsetof(Block, qs)>(&blocks[b]), xq);
     const float d0 = half(blocks[b].d), d1 = half(blocks[b + 1].d);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), two_scales(d0 * x.d[b], d1 * x.d[b + 1]), acc);
     if constexpr (kHasMin) {
@@ -56,7 +32,7 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   float total = _mm512_reduce_add_ps(acc) + offset;
   if (b < n_blocks) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one_q4(blocks[b].qs), xq);
+    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q4_block(blocks[b].qs), xq);
     const float dw = half(blocks[b].d);
     total += dw * x.d[b] * hsum256(_mm256_cvtepi32_ps(sum));
     if constexpr (kHasMin) {

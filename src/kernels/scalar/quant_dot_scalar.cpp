@@ -24,17 +24,24 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
   }
 }
 
-// Each block contributes d_w * d_x * sum(q_w * q_x) plus an offset term through s.
+namespace {
+
+// sum over the block of q_w * q_x, with the 4-bit weights in ggml's nibble order.
+int q4_block_sum(const uint8_t* qs, const int8_t* q) {
+  int sum = 0;
+  for (size_t j = 0; j < 16; ++j) sum += (qs[j] & 0xF) * q[j] + (qs[j] >> 4) * q[j + 16];
+  return sum;
+}
+
+}  // namespace
+
+// Each block contributes d_w * d_x * sum(q_w * q_x) plus its offset (-8 d_w or m) times s = d_x * sum(q_x).
 float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w);
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
-    const int8_t* q = x.qs + b * kQ8Block;
-    int sum = 0;
-    for (size_t j = 0; j < 16; ++j)
-      sum += (blocks[b].qs[j] & 0xF) * q[j] + (blocks[b].qs[j] >> 4) * q[j + 16];
     const float dw = fp16_to_float(blocks[b].d);
-    total += dw * x.d[b] * static_cast<float>(sum) - 8.0f * dw * x.s[b];
+    total += dw * x.d[b] * static_cast<float>(q4_block_sum(blocks[b].qs, x.qs + b * kQ8Block)) - 8.0f * dw * x.s[b];
   }
   return total;
 }
@@ -43,11 +50,9 @@ float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ4_1*>(w);
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
-    const int8_t* q = x.qs + b * kQ8Block;
-    int sum = 0;
-    for (size_t j = 0; j < 16; ++j)
-      sum += (blocks[b].qs[j] & 0xF) * q[j] + (blocks[b].qs[j] >> 4) * q[j + 16];
-    total += fp16_to_float(blocks[b].d) * x.d[b] * static_cast<float>(sum) + fp16_to_float(blocks[b].m) * x.s[b];
+    const float dw = fp16_to_float(blocks[b].d);
+    total += dw * x.d[b] * static_cast<float>(q4_block_sum(blocks[b].qs, x.qs + b * kQ8Block)) +
+             fp16_to_float(blocks[b].m) * x.s[b];
   }
   return total;
 }
