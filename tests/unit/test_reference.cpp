@@ -33,6 +33,8 @@ struct ReferenceCase {
   bool greedy_must_match;  // only in exact precision: fast-path noise can flip near-ties
 };
 
+void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.fixture; }
+
 std::string model_file(const std::string& name) {
   for (const fs::path& dir : {fs::path(TS_SOURCE_DIR) / "models", fs::path(TS_SHARED_DIR) / "models"})
     if (fs::exists(dir / name)) return (dir / name).string();
