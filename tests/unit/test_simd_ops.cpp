@@ -41,7 +41,8 @@ float tolerance(size_t n) { return 1e-5f * static_cast<float>(n) + 1e-5f; }
 TEST_P(SimdOpsTest, DotMatchesScalar) {
   for (size_t n : {1u, 7u, 8u, 15u, 16u, 17u, 64u, 100u, 1000u}) {
     auto a = random_floats(n, 1), b = random_floats(n, 2);
-    EXPECT_NEAR(simd().dot_f32(a.data(), b.data(), n), ref().dot_f32(a.data(), b.data(), n), tolerance(n)) << n;
+    EXPECT_NEAR(simd().dot_f32(a.data(), b.data(), n), ref().dot_f32(a.data(), b.data(), n), tolerance(n))
+        << n;
   }
 }
 
@@ -54,7 +55,8 @@ TEST_P(SimdOpsTest, GemmMatchesScalarOnOddShapes) {
         std::vector<float> y1(toks * ys, 0.f), y2(toks * ys, 0.f);
         simd().gemm_f32(w.data(), rows, x.data(), cols + 3, toks, cols, y1.data(), ys);
         ref().gemm_f32(w.data(), rows, x.data(), cols + 3, toks, cols, y2.data(), ys);
-        for (size_t i = 0; i < y1.size(); ++i) ASSERT_NEAR(y1[i], y2[i], tolerance(cols)) << rows << "x" << toks;
+        for (size_t i = 0; i < y1.size(); ++i)
+          ASSERT_NEAR(y1[i], y2[i], tolerance(cols)) << rows << "x" << toks;
       }
     }
   }
@@ -64,7 +66,8 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   for (size_t n : {1u, 8u, 31u, 64u, 129u}) {
     auto k = random_halves(n, 5);
     auto q = random_floats(n, 6);
-    EXPECT_NEAR(simd().dot_f16_f32(k.data(), q.data(), n), ref().dot_f16_f32(k.data(), q.data(), n), tolerance(n));
+    EXPECT_NEAR(simd().dot_f16_f32(k.data(), q.data(), n), ref().dot_f16_f32(k.data(), q.data(), n),
+                tolerance(n));
     auto y1 = random_floats(n, 7), y2 = y1;
     simd().axpy_f16(0.37f, k.data(), y1.data(), n);
     ref().axpy_f16(0.37f, k.data(), y2.data(), n);
@@ -77,20 +80,22 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
 }
 
 TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
-  for (size_t n_q : {1u, 3u}) {
-    for (size_t n_keys : {1u, 5u, 17u, 300u}) {
-      const size_t hd = 64, stride = 3 * hd + 8;  // rows hold other heads too
-      auto k = random_halves(n_keys * stride, 8), v = random_halves(n_keys * stride, 9);
-      auto q = random_floats(n_q * hd, 10);
-      std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
-      simd().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m1.data(), l1.data(),
-                        a1.data());
-      ref().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m2.data(), l2.data(),
-                       a2.data());
-      for (size_t g = 0; g < n_q; ++g) {
-        EXPECT_NEAR(m1[g], m2[g], 1e-5f);
-        EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_keys;
-        for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+  for (size_t n_q : {1u, 2u, 3u, 4u, 5u}) {
+    for (size_t n_keys : {1u, 17u, 300u}) {
+      for (size_t hd : {40u, 64u, 128u}) {  // register-resident (64, 128) and general shapes
+        const size_t stride = 3 * hd + 8;   // rows hold other heads too
+        auto k = random_halves(n_keys * stride, 8), v = random_halves(n_keys * stride, 9);
+        auto q = random_floats(n_q * hd, 10);
+        std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
+        simd().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m1.data(),
+                          l1.data(), a1.data());
+        ref().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m2.data(),
+                         l2.data(), a2.data());
+        for (size_t g = 0; g < n_q; ++g) {
+          EXPECT_NEAR(m1[g], m2[g], 1e-5f);
+          EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_keys;
+          for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+        }
       }
     }
   }
