@@ -9,8 +9,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model) {
   cmd.add_option("-t,--threads", opts.threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   if (!runs_model) return;
   cmd.add_option("-c,--ctx", opts.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 20));
-  cmd.add_flag("--exact", opts.exact,
-               "float32 activations in matrix products instead of 8-bit blocks (slower; for reference checks)");
+  cmd.add_flag(
+      "--exact", opts.exact,
+      "float32 activations in matrix products instead of 8-bit blocks (slower; for reference checks)");
 }
 
 std::string default_data_dir() {

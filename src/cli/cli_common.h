@@ -13,8 +13,8 @@ namespace ts::cli {
 
 struct ModelOptions {
   std::string model_path;
-  int threads = 0;  // 0 = all cores
-  size_t ctx = 0;   // 0 = command default
+  int threads = 0;     // 0 = all cores
+  size_t ctx = 0;      // 0 = command default
   bool exact = false;  // float activations in matrix products (see MatmulPrecision)
   MatmulPrecision precision() const { return exact ? MatmulPrecision::Exact : MatmulPrecision::Fast; }
 };

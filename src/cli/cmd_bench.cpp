@@ -22,15 +22,17 @@ void bench(BenchOptions o) {
   auto model = Model::load(o.model.model_path);
   o.params.threads = o.model.threads;
   Progress progress("bench", static_cast<size_t>(o.params.reps));
-  const BenchResult r = run_bench(*model, o.params, [&](int done, int) { progress.update(static_cast<size_t>(done)); });
+  const BenchResult r =
+      run_bench(*model, o.params, [&](int done, int) { progress.update(static_cast<size_t>(done)); });
   progress.finish();
   ThreadPool pool(o.model.threads);
   const double machine_gbs = measure_read_bandwidth(pool);
   const double pp = median(r.prefill_tps), tg = median(r.decode_tps);
   const double decode_gbs = tg * r.decode_bytes_per_token / 1e9;
   const auto minmax = [](const std::vector<double>& v) {
-    return v.empty() ? nlohmann::json::array() : nlohmann::json::array({*std::min_element(v.begin(), v.end()),
-                                                                        *std::max_element(v.begin(), v.end())});
+    return v.empty() ? nlohmann::json::array()
+                     : nlohmann::json::array(
+                           {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())});
   };
   nlohmann::json j = {
       {"model", o.model.model_path},
@@ -58,20 +60,22 @@ void bench(BenchOptions o) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("| model | threads | simd | test | t/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | threads | simd | test | t/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
   const std::string name = model->config().name;
   if (!r.prefill_tps.empty())
     std::printf("| %s | %d | %s | pp%zu | %.1f | %.1f | %.1f |\n", name.c_str(), r.threads,
-                simd_level_name(active_simd_level()), o.params.n_prompt, pp, j["prefill_tps_minmax"][0].get<double>(),
-                j["prefill_tps_minmax"][1].get<double>());
+                simd_level_name(active_simd_level()), o.params.n_prompt, pp,
+                j["prefill_tps_minmax"][0].get<double>(), j["prefill_tps_minmax"][1].get<double>());
   if (!r.decode_tps.empty())
     std::printf("| %s | %d | %s | tg%zu @ d%zu | %.1f | %.1f | %.1f |\n", name.c_str(), r.threads,
                 simd_level_name(active_simd_level()), o.params.n_gen, o.params.depth, tg,
                 j["decode_tps_minmax"][0].get<double>(), j["decode_tps_minmax"][1].get<double>());
-  std::printf("\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
-              "measured %.1f GB/s read bandwidth\n",
-              double(r.peak_rss_bytes) / (1 << 20), r.kv_bytes_per_token, r.decode_bytes_per_token / 1e6, decode_gbs,
-              100.0 * j["decode_bandwidth_fraction"].get<double>(), machine_gbs);
+  std::printf(
+      "\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
+      "measured %.1f GB/s read bandwidth\n",
+      double(r.peak_rss_bytes) / (1 << 20), r.kv_bytes_per_token, r.decode_bytes_per_token / 1e6, decode_gbs,
+      100.0 * j["decode_bandwidth_fraction"].get<double>(), machine_gbs);
 }
 
 }  // namespace

@@ -47,8 +47,12 @@ void info(const InfoOptions& o) {
       {"weight_bytes", model->weight_bytes()},
       {"kv_bytes_per_token", kv_bytes},
       {"tied_output", model->gguf().find_tensor("output.weight") == nullptr},
-      {"tokenizer", {{"model", tok.model_name()}, {"pre", tok.pre_name()}, {"bos", tok.bos()}, {"eos", tok.eos()},
-                     {"add_bos", tok.add_bos_default()}}},
+      {"tokenizer",
+       {{"model", tok.model_name()},
+        {"pre", tok.pre_name()},
+        {"bos", tok.bos()},
+        {"eos", tok.eos()},
+        {"add_bos", tok.add_bos_default()}}},
       {"tensor_types", type_counts},
   };
   if (o.json) {

@@ -33,8 +33,8 @@ void run(const RunOptions& o) {
   TS_CHECK(!tokens.empty(), "the prompt is empty and the model adds no BOS token; give a prompt with -p");
 
   const size_t n_ctx = choose_ctx(o.model, *model, 4096);
-  TS_CHECK(tokens.size() < n_ctx, "the prompt has ", tokens.size(), " tokens, which does not fit the context of ",
-           n_ctx, " (raise -c)");
+  TS_CHECK(tokens.size() < n_ctx, "the prompt has ", tokens.size(),
+           " tokens, which does not fit the context of ", n_ctx, " (raise -c)");
   ThreadPool pool(o.model.threads);
   Transformer tf(*model, pool, n_ctx, o.model.precision());
   Sampler sampler(o.sampling);
@@ -83,7 +83,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("--min-p", s.min_p, "min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1 = off)")
       ->check(CLI::Range(0.01f, 100.0f));
-  cmd->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", s.seed, "random seed");
   cmd->callback([opts] { run(*opts); });
 }

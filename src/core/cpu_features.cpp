@@ -33,9 +33,12 @@ SimdLevel active_simd_level() {
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::Avx512: return "avx512";
-    case SimdLevel::Avx2: return "avx2";
-    default: return "scalar";
+    case SimdLevel::Avx512:
+      return "avx512";
+    case SimdLevel::Avx2:
+      return "avx2";
+    default:
+      return "scalar";
   }
 }
 

@@ -26,7 +26,7 @@ template <typename... Args>
 
 }  // namespace ts
 
-#define TS_CHECK(cond, ...)            \
-  do {                                 \
+#define TS_CHECK(cond, ...)               \
+  do {                                    \
     if (!(cond)) ::ts::fail(__VA_ARGS__); \
   } while (0)

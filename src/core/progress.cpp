@@ -40,8 +40,9 @@ void Progress::draw(bool final_line) {
   // A terminal gets one redrawn line; a log file gets whole lines only at the end.
   const bool tty = isatty(STDERR_FILENO);
   if (!tty && !final_line) return;
-  std::fprintf(stderr, "%s%s [%s] %zu/%zu %.0fs elapsed, ETA %.0fs %s%s", tty ? "\r\033[K" : "", label_.c_str(),
-               bar.c_str(), done_, total_, elapsed, eta, status_.c_str(), final_line ? "\n" : "");
+  std::fprintf(stderr, "%s%s [%s] %zu/%zu %.0fs elapsed, ETA %.0fs %s%s", tty ? "\r\033[K" : "",
+               label_.c_str(), bar.c_str(), done_, total_, elapsed, eta, status_.c_str(),
+               final_line ? "\n" : "");
   std::fflush(stderr);
 }
 

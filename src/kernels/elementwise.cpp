@@ -4,7 +4,8 @@
 
 namespace ts {
 
-void rope_tables(float pos, const float* inv_freq, size_t rot_dim, RopeLayout layout, float* cos_t, float* sin_t) {
+void rope_tables(float pos, const float* inv_freq, size_t rot_dim, RopeLayout layout, float* cos_t,
+                 float* sin_t) {
   const size_t half = rot_dim / 2;
   for (size_t i = 0; i < half; ++i) {
     // double: positions reach 10^5 and the angle must not lose the low bits of pos * freq

@@ -13,6 +13,7 @@ enum class RopeLayout {
 // Per-dimension rotation tables for one position, so that the rotation of every head is
 // y[j] = x[j] * cos_t[j] + x[partner(j)] * sin_t[j], partner being the other member of j's pair
 // (sin_t carries the sign). Computed once per token and shared by all heads and layers.
-void rope_tables(float pos, const float* inv_freq, size_t rot_dim, RopeLayout layout, float* cos_t, float* sin_t);
+void rope_tables(float pos, const float* inv_freq, size_t rot_dim, RopeLayout layout, float* cos_t,
+                 float* sin_t);
 
 }  // namespace ts

@@ -4,9 +4,12 @@ namespace ts {
 
 const SimdOps& simd_ops(SimdLevel level) {
   switch (level) {
-    case SimdLevel::Avx512: return avx512_ops();
-    case SimdLevel::Avx2: return avx2_ops();
-    default: return scalar_ops();
+    case SimdLevel::Avx512:
+      return avx512_ops();
+    case SimdLevel::Avx2:
+      return avx2_ops();
+    default:
+      return scalar_ops();
   }
 }
 

@@ -34,8 +34,8 @@ struct SimdOps {
   // Rotates the first rot_dim dims of one head with tables from rope_tables(); neox selects the
   // pairing (x[i], x[i + rot_dim/2]) instead of (x[2i], x[2i+1]).
   void (*rope)(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool neox);
-  void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
-                     size_t head_dim, float scale, float* m, float* l, float* acc);
+  void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
+                     size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc);
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
   void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);

@@ -16,8 +16,19 @@
 namespace ts {
 
 enum class GgufValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 struct GgufValue;
@@ -42,7 +53,7 @@ struct GgufTensor {
   QuantType type;
   std::vector<uint64_t> dims;  // dims[0] is the contiguous (row) dimension, as ggml's ne[]
   uint64_t n_elements = 0;
-  uint64_t offset = 0;          // relative to the data section
+  uint64_t offset = 0;            // relative to the data section
   const uint8_t* data = nullptr;  // inside the mapping
   size_t n_bytes = 0;
 };

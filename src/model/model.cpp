@@ -76,8 +76,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   const size_t half = c.rot_dim / 2;
   m->rope_inv_freq_.resize(half);
   for (size_t i = 0; i < half; ++i)
-    m->rope_inv_freq_[i] = static_cast<float>(std::pow(double{c.rope_base}, -2.0 * double(i) / c.rot_dim) /
-                                              c.rope_linear_scale);
+    m->rope_inv_freq_[i] =
+        static_cast<float>(std::pow(double{c.rope_base}, -2.0 * double(i) / c.rot_dim) / c.rope_linear_scale);
   // Llama 3.1 style scaling ships per-frequency divisors.
   if (g.find_tensor("rope_freqs.weight")) {
     const std::vector<float> factors = vector_f32(g, "rope_freqs.weight", half);

@@ -25,10 +25,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.n_embd = require_dim(g, a + "embedding_length", 1 << 16);
   c.n_ff = require_dim(g, a + "feed_forward_length", 1 << 18);
   c.n_heads = require_dim(g, a + "attention.head_count", 1024);
-  c.n_kv_heads = g.find(a + "attention.head_count_kv") ? require_dim(g, a + "attention.head_count_kv", 1024)
-                                                        : c.n_heads;
-  TS_CHECK(c.n_embd % c.n_heads == 0, g.name(), ": embedding_length ", c.n_embd, " is not a multiple of head_count ",
-           c.n_heads);
+  c.n_kv_heads =
+      g.find(a + "attention.head_count_kv") ? require_dim(g, a + "attention.head_count_kv", 1024) : c.n_heads;
+  TS_CHECK(c.n_embd % c.n_heads == 0, g.name(), ": embedding_length ", c.n_embd,
+           " is not a multiple of head_count ", c.n_heads);
   TS_CHECK(c.n_heads % c.n_kv_heads == 0, g.name(), ": head_count ", c.n_heads,
            " is not a multiple of head_count_kv ", c.n_kv_heads);
   c.head_dim = c.n_embd / c.n_heads;
@@ -44,12 +44,14 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     TS_CHECK(c.rope_linear_scale > 0, g.name(), ": rope.scaling.factor must be positive");
   } else {
     // Llama 3.1 "llama3" scaling is carried by the rope_freqs.weight tensor, read with the weights.
-    TS_CHECK(scaling == "none" || scaling == "llama3", g.name(), ": unsupported rope scaling '", scaling, "'");
+    TS_CHECK(scaling == "none" || scaling == "llama3", g.name(), ": unsupported rope scaling '", scaling,
+             "'");
   }
   c.rope_layout = c.arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Interleaved;
   c.qkv_bias = c.arch == "qwen2";
   const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
-  c.n_vocab = static_cast<uint32_t>(g.get_u64(a + "vocab_size", tokens ? tokens->as_array("tokens").size() : 0));
+  c.n_vocab =
+      static_cast<uint32_t>(g.get_u64(a + "vocab_size", tokens ? tokens->as_array("tokens").size() : 0));
   TS_CHECK(c.n_vocab > 0, g.name(), ": cannot determine vocabulary size");
   return c;
 }

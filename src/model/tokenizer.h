@@ -20,7 +20,13 @@ struct TextHash {
 };
 
 enum class TokenAttr : int32_t {  // tokenizer.ggml.token_type values
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 class Tokenizer {

@@ -16,7 +16,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
   if (params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0) {
     const size_t tail = std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
-    const std::unordered_set<int32_t> recent(history.end() - static_cast<std::ptrdiff_t>(tail), history.end());
+    const std::unordered_set<int32_t> recent(history.end() - static_cast<std::ptrdiff_t>(tail),
+                                             history.end());
     for (int32_t id : recent) {
       if (id < 0 || static_cast<size_t>(id) >= cands_.size()) continue;
       float& l = cands_[static_cast<size_t>(id)].logit;
@@ -32,7 +33,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   size_t n = cands_.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n = static_cast<size_t>(params_.top_k);
-    std::partial_sort(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), cands_.end(), by_logit);
+    std::partial_sort(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), cands_.end(),
+                      by_logit);
   } else {
     std::sort(cands_.begin(), cands_.end(), by_logit);
   }

@@ -80,7 +80,8 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) k.rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
     });
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_, precision_);
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_,
+                precision_);
     if (c.qkv_bias) {
       for (size_t t = 0; t < n; ++t) {
         add_in_place(&q_[t * d], L.bq.data(), d);
@@ -107,7 +108,8 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
 
   if (!logits) return;
   const size_t first = all_logits ? 0 : n - 1, rows = n - first;
-  for (size_t t = first; t < n; ++t) k.rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
+  for (size_t t = first; t < n; ++t)
+    k.rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
   matmul(model_.output(), &xn_[first * d], rows, logits, pool_, precision_);
 }
 
@@ -153,8 +155,8 @@ void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
         continue;
       }
       k.attn_chunk(&q_[t * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
-                   cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m, l,
-                   &part_acc_[task * group * hd]);
+                   cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m,
+                   l, &part_acc_[task * group * hd]);
     }
   });
   pool_.parallel_for(pairs, [&](size_t b, size_t e, int) {

@@ -85,7 +85,8 @@ TEST_P(ReferenceTest, LogitsMatchWithinTolerance) {
       }
     }
     std::printf("[ reference ] %s / %s: max |logit diff| %.3g, max |log-prob diff| %.3g over %zu positions\n",
-                GetParam().fixture.c_str(), p["name"].get<std::string>().c_str(), max_diff, max_lp_diff, ids.size());
+                GetParam().fixture.c_str(), p["name"].get<std::string>().c_str(), max_diff, max_lp_diff,
+                ids.size());
     EXPECT_LE(max_diff, GetParam().logit_tolerance) << p["name"];
     EXPECT_LE(max_lp_diff, GetParam().logit_tolerance) << p["name"];
   }
@@ -100,7 +101,8 @@ TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
     std::span<const float> logits = tf.forward(ids, false);
     std::vector<int32_t> got;
     for (size_t i = 0; i < want.size(); ++i) {
-      const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       got.push_back(next);
       logits = tf.forward(std::span(&got.back(), 1), false);
     }

@@ -1,9 +1,9 @@
-#include "runtime/sampler.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <vector>
+
+#include "runtime/sampler.h"
 
 namespace ts {
 namespace {

@@ -35,7 +35,8 @@ TEST(Transformer, DecodeMatchesBatchedPrefillAcrossKeyChunks) {
     Transformer stepwise(*model, pool, tokens.size());
     stepwise.forward(std::span(tokens).first(tokens.size() - 40), false);
     std::span<const float> got;
-    for (size_t i = tokens.size() - 40; i < tokens.size(); ++i) got = stepwise.forward(std::span(&tokens[i], 1), false);
+    for (size_t i = tokens.size() - 40; i < tokens.size(); ++i)
+      got = stepwise.forward(std::span(&tokens[i], 1), false);
     for (size_t v = 0; v < n_vocab; ++v) ASSERT_NEAR(got[v], want[v], 1e-3f) << "threads " << threads;
   }
 }

@@ -57,8 +57,12 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
   }
 }
 
-float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_0, false>(w, x, n_blocks); }
-float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_1, true>(w, x, n_blocks); }
+float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
+}
+float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
+}
 
 float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
@@ -73,8 +77,8 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return hsum256(acc);
 }
 
-void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, size_t t0,
-             size_t n_tok, float* y, size_t y_stride) {
+void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
+             size_t t0, size_t n_tok, float* y, size_t y_stride) {
   gemm_by_dots<dot_q4_0, dot_q4_1, dot_q8_0>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 

@@ -5,13 +5,12 @@
 
 #include <cstring>
 
-#include "kernels/quant_blocks.h"
 #include "kernels/avx512/avx512_helpers.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 
 namespace ts::avx512 {
 namespace {
-
 
 // The first four bytes of blocks b and b+1 read as two fp16 fields each and converted at once:
 // [f0 g0 f1 g1] (for types with one leading field, g is unused).
@@ -19,7 +18,8 @@ __m512 head_fields(const void* b0, const void* b1) {
   uint32_t a0, a1;
   std::memcpy(&a0, b0, 4);
   std::memcpy(&a1, b1, 4);
-  return _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{a1} << 32 | a0))));
+  return _mm512_castps128_ps512(
+      _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{a1} << 32 | a0))));
 }
 // Spreads field 0/1 of each block over that block's 8 lanes.
 __m512 spread(__m512 fields, int field) {
@@ -54,8 +54,9 @@ struct Q8_0Kind {
   using Block = BlockQ8_0;
   static constexpr bool kSigned = true, kOffset = false;
   static __m512i weights(const Block* b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
   }
   static void scales(const Block* b, __m512& d, __m512&) { d = spread(head_fields(&b[0], &b[1]), 0); }
 };
@@ -126,12 +127,18 @@ void gemm(const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activation
 
 }  // namespace
 
-void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, size_t t0,
-             size_t n_tok, float* y, size_t y_stride) {
+void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
+             size_t t0, size_t n_tok, float* y, size_t y_stride) {
   switch (type) {
-    case QuantType::Q4_0: gemm<Q4_0Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride); break;
-    case QuantType::Q4_1: gemm<Q4_1Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride); break;
-    default: gemm<Q8_0Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride); break;
+    case QuantType::Q4_0:
+      gemm<Q4_0Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+      break;
+    case QuantType::Q4_1:
+      gemm<Q4_1Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+      break;
+    default:
+      gemm<Q8_0Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+      break;
   }
   if (x.blocks_per_row() % 2 == 0) return;
   // Odd block count: add the last block of every (row, token) with the single-row kernel.
@@ -139,7 +146,8 @@ void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows,
   const size_t last = x.blocks_per_row() - 1, block_bytes = quant_traits(type).block_bytes;
   for (size_t t = 0; t < n_tok; ++t) {
     const Q8Row row{x.row_qs(t0 + t) + last * kQ8Block, x.row_d(t0 + t) + last, x.row_s(t0 + t) + last};
-    for (size_t r = 0; r < n_rows; ++r) y[t * y_stride + r] += dot(w + r * row_stride + last * block_bytes, row, 1);
+    for (size_t r = 0; r < n_rows; ++r)
+      y[t * y_stride + r] += dot(w + r * row_stride + last * block_bytes, row, 1);
   }
 }
 

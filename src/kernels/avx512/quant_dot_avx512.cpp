@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
-#include "kernels/quant_blocks.h"
 #include "kernels/avx512/avx512_helpers.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
 
@@ -20,7 +20,8 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   size_t b = 0;
   for (; b + 2 <= n_blocks; b += 2) {
     const __m512i xq = _mm512_loadu_si512(x.qs + b * kQ8Block);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), load_two_q4<sizeof(Block), offsetof(Block, qs)>(&blocks[b]), xq);
+    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                            load_two_q4<sizeof(Block), offsetof(Block, qs)>(&blocks[b]), xq);
     const float d0 = half(blocks[b].d), d1 = half(blocks[b + 1].d);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), two_scales(d0 * x.d[b], d1 * x.d[b + 1]), acc);
     if constexpr (kHasMin) {
@@ -51,7 +52,8 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
     const __m512 v0 = _mm512_loadu_ps(x + b * kQ8Block), v1 = _mm512_loadu_ps(x + b * kQ8Block + 16);
     const float am = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     const __m512 inv = _mm512_set1_ps(am > 0 ? 127.0f / am : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)),
+                  q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kQ8Block), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kQ8Block + 16), _mm512_cvtepi32_epi8(q1));
     d[b] = am / 127.0f;
@@ -59,8 +61,12 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
   }
 }
 
-float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_0, false>(w, x, n_blocks); }
-float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) { return dot_q4<BlockQ4_1, true>(w, x, n_blocks); }
+float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
+}
+float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
+}
 
 float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);

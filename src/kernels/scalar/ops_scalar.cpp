@@ -16,8 +16,8 @@ float dot_f32(const float* a, const float* b, size_t n) {
   return s;
 }
 
-void gemm_f32(const float* w, size_t n_rows, const float* x, size_t x_stride, size_t n_tok, size_t cols, float* y,
-              size_t y_stride) {
+void gemm_f32(const float* w, size_t n_rows, const float* x, size_t x_stride, size_t n_tok, size_t cols,
+              float* y, size_t y_stride) {
   for (size_t t = 0; t < n_tok; ++t)
     for (size_t r = 0; r < n_rows; ++r) y[t * y_stride + r] = dot_f32(w + r * cols, x + t * x_stride, cols);
 }
@@ -64,11 +64,12 @@ void rope(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool
   }
 }
 
-void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_keys,
-                size_t head_dim, float scale, float* m, float* l, float* acc) {
+void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
+                size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
   std::vector<float> s(n_keys);
   for (size_t g = 0; g < n_q; ++g) {
-    for (size_t j = 0; j < n_keys; ++j) s[j] = dot_f16_f32(k + j * stride, q + g * head_dim, head_dim) * scale;
+    for (size_t j = 0; j < n_keys; ++j)
+      s[j] = dot_f16_f32(k + j * stride, q + g * head_dim, head_dim) * scale;
     m[g] = *std::max_element(s.begin(), s.end());
     l[g] = 0.0f;
     float* out = acc + g * head_dim;
@@ -84,10 +85,10 @@ void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar",           gemm_f32,         dot_f32,          dot_f16_f32,
-                             axpy_f16,           f32_to_f16,       rms_norm,         silu_mul,
-                             softmax,            rope,             attn_chunk,       scalar::quantize_q8, scalar::dot_q4_0,
-                             scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
+  static const SimdOps table{
+      "scalar",         gemm_f32,         dot_f32,          dot_f16_f32,    axpy_f16,   f32_to_f16,
+      rms_norm,         silu_mul,         softmax,          rope,           attn_chunk, scalar::quantize_q8,
+      scalar::dot_q4_0, scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
   return table;
 }
 

@@ -41,7 +41,8 @@ float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
     const float dw = fp16_to_float(blocks[b].d);
-    total += dw * x.d[b] * static_cast<float>(q4_block_sum(blocks[b].qs, x.qs + b * kQ8Block)) - 8.0f * dw * x.s[b];
+    total += dw * x.d[b] * static_cast<float>(q4_block_sum(blocks[b].qs, x.qs + b * kQ8Block)) -
+             8.0f * dw * x.s[b];
   }
   return total;
 }
@@ -68,8 +69,8 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return total;
 }
 
-void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, size_t t0,
-             size_t n_tok, float* y, size_t y_stride) {
+void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
+             size_t t0, size_t n_tok, float* y, size_t y_stride) {
   gemm_by_dots<dot_q4_0, dot_q4_1, dot_q8_0>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 
