@@ -8,7 +8,7 @@ namespace ts {
 
 Progress::Progress(std::string label, size_t total, bool enabled)
     : label_(std::move(label)), total_(total), enabled_(enabled) {
-  start_ = last_draw_ = std::chrono::steady_clock::now();
+  start_ = last_draw_ = last_log_line_ = std::chrono::steady_clock::now();
 }
 
 Progress::~Progress() { finish(); }
@@ -37,12 +37,16 @@ void Progress::draw(bool final_line) {
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  // A terminal gets one redrawn line; a log file gets whole lines only at the end.
+  // A terminal gets one redrawn line; a log file gets a whole line every 30 s and at the end.
   const bool tty = isatty(STDERR_FILENO);
-  if (!tty && !final_line) return;
+  if (!tty && !final_line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_log_line_ < std::chrono::seconds(30)) return;
+    last_log_line_ = now;
+  }
   std::fprintf(stderr, "%s%s [%s] %zu/%zu %.0fs elapsed, ETA %.0fs %s%s", tty ? "\r\033[K" : "",
                label_.c_str(), bar.c_str(), done_, total_, elapsed, eta, status_.c_str(),
-               final_line ? "\n" : "");
+               final_line || !tty ? "\n" : "");
   std::fflush(stderr);
 }
 

@@ -19,7 +19,7 @@ class Progress {
   std::string label_, status_;
   size_t total_, done_ = 0;
   bool enabled_, finished_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  std::chrono::steady_clock::time_point start_, last_draw_, last_log_line_;
 };
 
 }  // namespace ts
