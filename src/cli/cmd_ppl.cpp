@@ -20,8 +20,8 @@ namespace {
 struct PplOptions {
   ModelOptions model;
   std::string file, dataset, data_dir, protocol;  // protocol "" = the dataset's default
-  size_t stride = 0;                               // 0 = CTX
-  size_t chunks = 0;                               // 0 = all
+  size_t stride = 0;                              // 0 = CTX
+  size_t chunks = 0;                              // 0 = all
   bool json = false;
 };
 
@@ -31,14 +31,20 @@ void ppl(const PplOptions& o) {
   const bool c4 = o.dataset == "c4";
   const std::string protocol = !o.protocol.empty() ? o.protocol : c4 ? "stride" : "llamacpp";
   if (protocol != "stride" && o.stride) throw CLI::ValidationError("--stride", "needs --protocol stride");
-  const PplCorpus corpus = o.file.empty() ? load_ppl_corpus(o.dataset, o.data_dir) : PplCorpus{o.file, read_text_file(o.file)};
+  const PplCorpus corpus =
+      o.file.empty() ? load_ppl_corpus(o.dataset, o.data_dir) : PplCorpus{o.file, read_text_file(o.file)};
   auto model = Model::load(o.model.model_path);
   const Tokenizer& tok = model->tokenizer();
   const size_t n_ctx = c4 ? choose_ctx(o.model, *model, 2048) : o.model.ctx ? o.model.ctx : 512;
   // As llama-perplexity: special-token text in the file is plain text; BOS only if the model adds it.
   std::vector<int32_t> tokens = tok.encode(corpus.text, tok.add_bos_default(), /*parse_special=*/false);
   const size_t tokens_total = tokens.size();
-  if (corpus.max_windows) tokens.resize(std::min(tokens.size(), corpus.max_windows * n_ctx));
+  if (corpus.max_windows) {
+    // GPTQ's nsamples = numel // seqlen: whole windows only.
+    TS_CHECK(tokens.size() >= n_ctx, tokens.size(), " tokens is fewer than one window of ", n_ctx,
+             " (lower -c)");
+    tokens.resize(std::min(tokens.size() / n_ctx, corpus.max_windows) * n_ctx);
+  }
   const size_t stride = o.stride ? o.stride : n_ctx;
 
   EvalRuntime rt(o.model, *model, n_ctx);
@@ -51,10 +57,9 @@ void ppl(const PplOptions& o) {
     progress.update(done, cat("PPL ", acc.ppl()));
   };
   const PerplexityResult r =
-      protocol == "stride"
-          ? perplexity_strided(rt.transformer(), tokens, n_ctx, stride, o.chunks, on_window)
-          : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks, tok.add_bos_default() ? tok.bos() : -1,
-                               on_window);
+      protocol == "stride" ? perplexity_strided(rt.transformer(), tokens, n_ctx, stride, o.chunks, on_window)
+                           : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks,
+                                                tok.add_bos_default() ? tok.bos() : -1, on_window);
   progress.finish();
   if (o.json) {
     nlohmann::json j = {{"ppl", r.acc.ppl()},
@@ -71,8 +76,9 @@ void ppl(const PplOptions& o) {
     if (protocol == "stride") j["stride"] = stride;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
-                r.acc.ppl(), r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx, protocol.c_str());
+    std::printf(
+        "\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
+        r.acc.ppl(), r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx, protocol.c_str());
   }
 }
 
@@ -80,7 +86,8 @@ void ppl(const PplOptions& o) {
 
 void register_ppl(CLI::App& app) {
   auto opts = std::make_shared<PplOptions>();
-  CLI::App* cmd = app.add_subcommand("ppl", "perplexity of a text file or dataset (llama.cpp or sliding-window protocol)");
+  CLI::App* cmd = app.add_subcommand(
+      "ppl", "perplexity of a text file or dataset (llama.cpp or sliding-window protocol)");
   add_model_options(*cmd, opts->model, true);
   CLI::Option* file = cmd->add_option("-f,--file", opts->file, "text file");
   cmd->add_option("--dataset", opts->dataset, "wikitext2 | c4, read from --data-dir")

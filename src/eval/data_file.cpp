@@ -8,7 +8,8 @@ namespace ts {
 namespace {
 
 // Calls on_line(text, where) for each non-blank line, without its line end ("\n" or "\r\n").
-void for_each_line(const std::string& path, const std::function<void(std::string_view, const SourceLine&)>& on_line) {
+void for_each_line(const std::string& path,
+                   const std::function<void(std::string_view, const SourceLine&)>& on_line) {
   std::ifstream in(path, std::ios::binary);
   TS_CHECK(in, path, ": cannot open file");
   SourceLine at{path, 0};

@@ -15,8 +15,10 @@ TokenizedPair encode_pair(const Tokenizer& tok, std::string_view context, std::s
   // HF tokenizers match special-token text anywhere in the input, so parse it here too.
   TokenizedPair p{tok.encode(trimmed, tok.add_bos_default(), true), {}};
   const std::vector<int32_t> whole = tok.encode(std::string(trimmed) + moved, tok.add_bos_default(), true);
-  if (whole.size() > p.context.size()) p.continuation.assign(whole.begin() + std::ssize(p.context), whole.end());
-  TS_CHECK(!p.context.empty() && !p.continuation.empty(), "the context or the continuation encodes to no tokens");
+  if (whole.size() > p.context.size())
+    p.continuation.assign(whole.begin() + std::ssize(p.context), whole.end());
+  TS_CHECK(!p.context.empty() && !p.continuation.empty(),
+           "the context or the continuation encodes to no tokens");
   return p;
 }
 
@@ -29,8 +31,8 @@ double LoglikelihoodScorer::score(const TokenizedPair& pair) {
            " tokens does not fit the context of ", tf_.n_ctx());
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(drop));
   const size_t first_target = pair.context.size() - drop;
-  const size_t shared = static_cast<size_t>(std::mismatch(cached_.begin(), cached_.end(), tokens.begin(),
-                                                          tokens.end()).first - cached_.begin());
+  const size_t shared = static_cast<size_t>(
+      std::mismatch(cached_.begin(), cached_.end(), tokens.begin(), tokens.end()).first - cached_.begin());
   double sum = 0.0;
   score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](double lp) { sum += lp; });
   tokens.pop_back();

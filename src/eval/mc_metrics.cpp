@@ -7,8 +7,8 @@
 namespace ts {
 
 McOutcome judge(const McExample& ex, const std::vector<double>& loglikelihoods) {
-  TS_CHECK(loglikelihoods.size() == ex.choices.size() && !ex.choices.empty(), "judge: ", loglikelihoods.size(),
-           " log-likelihoods for ", ex.choices.size(), " choices");
+  TS_CHECK(loglikelihoods.size() == ex.choices.size() && !ex.choices.empty(),
+           "judge: ", loglikelihoods.size(), " log-likelihoods for ", ex.choices.size(), " choices");
   size_t best = 0, best_norm = 0;
   const auto norm = [&](size_t i) { return loglikelihoods[i] / double(ex.choices[i].norm_length); };
   for (size_t i = 1; i < loglikelihoods.size(); ++i) {

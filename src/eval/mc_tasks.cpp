@@ -9,7 +9,8 @@ namespace {
 // lm-eval's target_delimiter between a context and its continuation.
 constexpr std::string_view kTargetDelimiter = " ";
 
-const std::string& string_item(const nlohmann::json& array, size_t i, const char* field, const SourceLine& at) {
+const std::string& string_item(const nlohmann::json& array, size_t i, const char* field,
+                               const SourceLine& at) {
   if (!array.at(i).is_string()) fail_at(at, "'", field, "' item ", i, " is not a string");
   return array.at(i).get_ref<const std::string&>();
 }
@@ -17,8 +18,8 @@ const std::string& string_item(const nlohmann::json& array, size_t i, const char
 // Checks that a separate label file has one label per record of the data file.
 void expect_label_count(const std::vector<int64_t>& labels, const std::string& labels_path, size_t records,
                         const std::string& data_path) {
-  TS_CHECK(labels.size() == records, labels_path, ": ", labels.size(), " labels for ", records, " records in ",
-           data_path);
+  TS_CHECK(labels.size() == records, labels_path, ": ", labels.size(), " labels for ", records,
+           " records in ", data_path);
 }
 
 std::vector<McExample> load_arc(const std::string& data_dir, const char* file) {
@@ -37,14 +38,16 @@ std::vector<McExample> load_arc(const std::string& data_dir, const char* file) {
     }
     if (gold == options.size()) fail_at(at, "answerKey '", answer, "' is not among the choice labels");
     // lm-eval arc_easy.yaml / arc_challenge.yaml.
-    out.push_back(shared_context_example("Question: " + string_field(question, "stem", at) + "\nAnswer:", texts, gold));
+    out.push_back(
+        shared_context_example("Question: " + string_field(question, "stem", at) + "\nAnswer:", texts, gold));
   });
   return out;
 }
 
 }  // namespace
 
-McExample shared_context_example(const std::string& context, const std::vector<std::string>& choices, size_t gold) {
+McExample shared_context_example(const std::string& context, const std::vector<std::string>& choices,
+                                 size_t gold) {
   McExample ex;
   ex.gold = gold;
   for (const std::string& choice : choices)
@@ -52,12 +55,13 @@ McExample shared_context_example(const std::string& context, const std::vector<s
   return ex;
 }
 
-McExample winogrande_example(std::string_view sentence, const std::string& option1, const std::string& option2,
-                             size_t gold) {
+McExample winogrande_example(std::string_view sentence, const std::string& option1,
+                             const std::string& option2, size_t gold) {
   // lm-eval tasks/winogrande/preprocess_winogrande.py.
   const size_t blank = sentence.find('_');
   TS_CHECK(blank != std::string_view::npos, "the sentence has no '_' to fill");
-  const std::string continuation = std::string(kTargetDelimiter) + std::string(py::strip(sentence.substr(blank + 1)));
+  const std::string continuation =
+      std::string(kTargetDelimiter) + std::string(py::strip(sentence.substr(blank + 1)));
   McExample ex;
   ex.gold = gold;
   for (const std::string* option : {&option1, &option2}) {
@@ -99,7 +103,9 @@ std::vector<McExample> load_piqa(const std::string& data_dir) {
   return out;
 }
 
-std::vector<McExample> load_arc_easy(const std::string& data_dir) { return load_arc(data_dir, "ARC-Easy-Test.jsonl"); }
+std::vector<McExample> load_arc_easy(const std::string& data_dir) {
+  return load_arc(data_dir, "ARC-Easy-Test.jsonl");
+}
 
 std::vector<McExample> load_arc_challenge(const std::string& data_dir) {
   return load_arc(data_dir, "ARC-Challenge-Test.jsonl");
@@ -110,13 +116,16 @@ std::vector<McExample> load_hellaswag(const std::string& data_dir) {
   std::vector<McExample> out;
   read_jsonl(path, [&](const nlohmann::json& rec, const SourceLine& at) {
     // lm-eval tasks/hellaswag/utils.py process_docs.
-    const std::string ctx = string_field(rec, "ctx_a", at) + " " + py::capitalize(string_field(rec, "ctx_b", at));
+    const std::string ctx =
+        string_field(rec, "ctx_a", at) + " " + py::capitalize(string_field(rec, "ctx_b", at));
     const std::string query = hellaswag_preprocess(string_field(rec, "activity_label", at) + ": " + ctx);
     const nlohmann::json& endings = array_field(rec, "endings", at);
     std::vector<std::string> choices;
-    for (size_t i = 0; i < endings.size(); ++i) choices.push_back(hellaswag_preprocess(string_item(endings, i, "endings", at)));
+    for (size_t i = 0; i < endings.size(); ++i)
+      choices.push_back(hellaswag_preprocess(string_item(endings, i, "endings", at)));
     const int64_t label = int_field(rec, "label", at);
-    if (label < 0 || static_cast<size_t>(label) >= choices.size()) fail_at(at, "label ", label, " is out of range");
+    if (label < 0 || static_cast<size_t>(label) >= choices.size())
+      fail_at(at, "label ", label, " is out of range");
     out.push_back(shared_context_example(query, choices, static_cast<size_t>(label)));
   });
   return out;
@@ -129,7 +138,8 @@ std::vector<McExample> load_winogrande(const std::string& data_dir) {
   read_jsonl(path, [&](const nlohmann::json& rec, const SourceLine& at) {
     const std::string& sentence = string_field(rec, "sentence", at);
     if (sentence.find('_') == std::string::npos) fail_at(at, "the sentence has no '_' to fill");
-    out.push_back(winogrande_example(sentence, string_field(rec, "option1", at), string_field(rec, "option2", at), 0));
+    out.push_back(
+        winogrande_example(sentence, string_field(rec, "option1", at), string_field(rec, "option2", at), 0));
   });
   const std::vector<int64_t> labels = read_label_lines(labels_path, 1, 2);  // option 1 or 2
   expect_label_count(labels, labels_path, out.size(), path);
@@ -145,7 +155,8 @@ std::vector<McExample> load_boolq(const std::string& data_dir) {
     // "{passage}\nQuestion: {question}?\nAnswer:" with choices "no"/"yes" (gold 1 = yes).
     constexpr std::string_view kPrefix = "Passage: ";
     const std::string& query = string_field(rec, "query", at);
-    if (!query.starts_with(kPrefix) || query.find("\nQuestion: ") == std::string::npos || !query.ends_with("?"))
+    if (!query.starts_with(kPrefix) || query.find("\nQuestion: ") == std::string::npos ||
+        !query.ends_with("?"))
       fail_at(at, "query is not \"Passage: ...\\nQuestion: ...?\"");
     const nlohmann::json& choices = array_field(rec, "choices", at);
     if (choices != nlohmann::json::array({"no", "yes"})) fail_at(at, "choices are not [\"no\", \"yes\"]");

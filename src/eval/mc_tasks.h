@@ -21,13 +21,14 @@ struct McExample {
 
 // A question whose choices share one context: continuation " " + choice (lm-eval's target
 // delimiter), normalized by the choice's length. PIQA, ARC, HellaSwag and BoolQ are built so.
-McExample shared_context_example(const std::string& context, const std::vector<std::string>& choices, size_t gold);
+McExample shared_context_example(const std::string& context, const std::vector<std::string>& choices,
+                                 size_t gold);
 
 // WinoGrande's partial scoring: each option replaces the "_" in the context, and the rest of the
 // sentence after the "_" (stripped) is the common continuation. lm-eval's choice strings are the
 // contexts, so acc_norm divides by their length. Throws if the sentence has no "_".
-McExample winogrande_example(std::string_view sentence, const std::string& option1, const std::string& option2,
-                             size_t gold);
+McExample winogrande_example(std::string_view sentence, const std::string& option1,
+                             const std::string& option2, size_t gold);
 
 // HellaSwag's cleanup of the WikiHow bracket artifacts (lm-eval tasks/hellaswag/utils.py).
 std::string hellaswag_preprocess(std::string_view text);

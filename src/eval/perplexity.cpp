@@ -46,7 +46,8 @@ size_t strided_window_count(size_t n_tokens, size_t n_ctx, size_t stride) {
 
 PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
                                     size_t stride, size_t max_windows, const OnWindow& on_window) {
-  TS_CHECK(n_ctx >= 2 && n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " must be in [2, ", tf.n_ctx(), "]");
+  TS_CHECK(n_ctx >= 2 && n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " must be in [2, ", tf.n_ctx(),
+           "]");
   TS_CHECK(stride >= 1 && stride <= n_ctx, "the stride ", stride, " must be in [1, ", n_ctx, "]");
   TS_CHECK(tokens.size() >= 2, "the text is ", tokens.size(), " tokens, too short to score");
   PerplexityResult r;

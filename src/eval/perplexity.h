@@ -35,10 +35,11 @@ PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>&
 size_t strided_window_count(size_t n_tokens, size_t n_ctx, size_t stride);
 
 // The sliding window of HF transformers' perplexity guide: windows of up to n_ctx tokens start
-// every `stride` tokens and each scores only the tokens no earlier window scored (the first
-// window all but its first token), so with stride = n_ctx the windows are disjoint and fully
-// scored (GPTQ's protocol) and smaller strides give every scored token at least n_ctx - stride
-// tokens of context. Windows are fed as they are (no BOS inserted). max_windows = 0: all.
+// every `stride` tokens and each scores the tokens no earlier window scored, except its own first
+// token, which has no context. With stride = n_ctx the windows are disjoint, each scored on all
+// but its first token (GPTQ's protocol); smaller strides score every token after the first once,
+// with at least n_ctx - stride tokens of context. Windows are fed as they are (no BOS inserted).
+// max_windows = 0: all.
 PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
                                     size_t stride, size_t max_windows, const OnWindow& on_window);
 

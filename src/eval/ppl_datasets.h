@@ -9,7 +9,8 @@ namespace ts {
 struct PplCorpus {
   std::string path;  // the file read
   std::string text;
-  // The dataset scores only the first max_windows * n_ctx tokens (0: no cap).
+  // The dataset scores whole windows of n_ctx tokens only, at most max_windows of them (0: all
+  // tokens, any protocol).
   size_t max_windows = 0;
 };
 

@@ -39,7 +39,8 @@ void score_tokens(Transformer& tf, std::span<const int32_t> tokens, size_t keep,
   for (size_t pos = first_target - 1; pos + 1 < tokens.size();) {
     const size_t n = std::min(kBatchRows, tokens.size() - 1 - pos);
     const std::span<const float> logits = tf.forward(tokens.subspan(pos, n), true);
-    for (size_t r = 0; r < n; ++r) on_log_prob(token_log_prob(&logits[r * n_vocab], n_vocab, tokens[pos + r + 1]));
+    for (size_t r = 0; r < n; ++r)
+      on_log_prob(token_log_prob(&logits[r * n_vocab], n_vocab, tokens[pos + r + 1]));
     pos += n;
   }
 }
