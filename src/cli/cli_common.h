@@ -33,13 +33,14 @@ void add_data_dir_option(CLI::App& cmd, std::string& dir);
 class EvalRuntime {
  public:
   EvalRuntime(const ModelOptions& opts, const Model& model, size_t n_ctx)
-      : pool_(opts.threads), transformer_(model, pool_, n_ctx) {}
+      : pool_(opts.threads), transformer_(model, pool_, n_ctx, opts.precision()) {}
   Transformer& transformer() { return transformer_; }
 
  private:
   ThreadPool pool_;
   Transformer transformer_;
 };
+
 // Context size to use: the flag, else min(default_ctx, the model's training context).
 size_t choose_ctx(const ModelOptions& opts, const Model& model, size_t default_ctx);
 
