@@ -11,7 +11,11 @@ Progress::Progress(std::string label, size_t total, bool enabled)
   start_ = last_draw_ = last_log_line_ = std::chrono::steady_clock::now();
 }
 
-Progress::~Progress() { finish(); }
+// Destroyed without finish() (an error is unwinding): end a half-drawn terminal line and print
+// nothing else, so the error stays the only line on stderr.
+Progress::~Progress() {
+  if (!finished_ && drawn_ && isatty(STDERR_FILENO)) std::fputs("\n", stderr);
+}
 
 void Progress::update(size_t done, const std::string& status) {
   done_ = done;
@@ -30,6 +34,7 @@ void Progress::finish() {
 
 void Progress::draw(bool final_line) {
   if (!enabled_) return;
+  drawn_ = true;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double frac = total_ ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
   const double eta = done_ ? elapsed * (1.0 - frac) / frac : 0.0;

@@ -12,13 +12,13 @@ class Progress {
   ~Progress();
   // Sets the number of finished units and an optional status text (e.g. running PPL).
   void update(size_t done, const std::string& status = "");
-  void finish();
+  void finish();  // draws the final line; without it nothing more is drawn
 
  private:
   void draw(bool final_line);
   std::string label_, status_;
   size_t total_, done_ = 0;
-  bool enabled_, finished_ = false;
+  bool enabled_, finished_ = false, drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_, last_log_line_;
 };
 
