@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include "core/error.h"
+#include "policies/builtin_policies.h"
+
 namespace ts::cli {
 
 void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model) {
@@ -12,6 +15,24 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model) {
   cmd.add_flag(
       "--exact", opts.exact,
       "float32 activations in matrix products instead of 8-bit blocks (slower; for reference checks)");
+  add_policy_option(cmd, opts.policies);
+}
+
+void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs) {
+  std::string help = "token-sparsification policy NAME[:KEY=VALUE,...], repeatable (applied in order):";
+  for (const PolicyEntry& e : builtin_policies().entries()) help += cat("\n  ", e.name, ":", e.help);
+  cmd.add_option("--policy", specs, help)->expected(1)->take_all()->check([](const std::string& spec) {
+    try {
+      builtin_policies().create(spec);
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+}
+
+void attach_policies(const ModelOptions& opts, const Model& model, Transformer& tf) {
+  tf.set_policies(make_policy_stack(opts.policies, model));
 }
 
 std::string default_data_dir() {

@@ -16,11 +16,17 @@ struct ModelOptions {
   int threads = 0;     // 0 = all cores
   size_t ctx = 0;      // 0 = command default
   bool exact = false;  // float activations in matrix products (see MatmulPrecision)
+  std::vector<std::string> policies;  // --policy specs, in order (none: dense)
   MatmulPrecision precision() const { return exact ? MatmulPrecision::Exact : MatmulPrecision::Fast; }
 };
 
-// -m/--model (required), -t/--threads, and for commands that run the model -c/--ctx and --exact.
+// -m/--model (required), -t/--threads, and for commands that run the model -c/--ctx, --exact
+// and --policy.
 void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model);
+// --policy NAME[:KEY=VALUE,...], repeatable; each spec is checked while the flags are parsed.
+void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs);
+// The opts.policies stack for this model on `tf` (nothing without --policy).
+void attach_policies(const ModelOptions& opts, const Model& model, Transformer& tf);
 
 // The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
 // directory, i.e. next to the repository when run from its root).
@@ -33,7 +39,9 @@ void add_data_dir_option(CLI::App& cmd, std::string& dir);
 class EvalRuntime {
  public:
   EvalRuntime(const ModelOptions& opts, const Model& model, size_t n_ctx)
-      : pool_(opts.threads), transformer_(model, pool_, n_ctx, opts.precision()) {}
+      : pool_(opts.threads), transformer_(model, pool_, n_ctx, opts.precision()) {
+    attach_policies(opts, model, transformer_);
+  }
   Transformer& transformer() { return transformer_; }
 
  private:

@@ -37,6 +37,9 @@ void run(const RunOptions& o) {
            " tokens, which does not fit the context of ", n_ctx, " (raise -c)");
   ThreadPool pool(o.model.threads);
   Transformer tf(*model, pool, n_ctx, o.model.precision());
+  attach_policies(o.model, *model, tf);
+  DecisionLog decisions;
+  tf.set_decision_log(&decisions);
   Sampler sampler(o.sampling);
   StreamingDecoder out(tok);
 
@@ -64,6 +67,8 @@ void run(const RunOptions& o) {
   const double gen_s = seconds_since(t0);
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s | threads %d\n",
                n_prompt, n_prompt / prompt_s, generated, generated / gen_s, pool.size());
+  if (tf.policies())
+    std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs\n", 100.0 * decisions.ffn_fraction());
 }
 
 }  // namespace

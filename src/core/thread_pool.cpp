@@ -70,9 +70,11 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   for (int left = pending_.load(); left != 0; left = pending_.load()) pending_.wait(left);
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn,
+                              size_t min_items) {
   if (n == 0) return;
-  const size_t threads = std::min<size_t>(static_cast<size_t>(n_threads_), n);
+  const size_t threads =
+      std::min<size_t>(static_cast<size_t>(n_threads_), (n + min_items - 1) / std::max<size_t>(min_items, 1));
   if (threads == 1) {  // nothing to share: skip waking the workers
     fn(0, n, 0);
     return;

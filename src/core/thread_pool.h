@@ -22,8 +22,10 @@ class ThreadPool {
   // Runs fn(thread_index) on every thread (caller is thread 0) and returns when all are done.
   void run(const std::function<void(int)>& fn);
 
-  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end, thread_index).
-  void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn);
+  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end, thread_index). Each
+  // thread gets at least min_items items, so work too small to pay for waking the workers runs
+  // inline on the caller.
+  void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t min_items = 1);
 
  private:
   void worker_loop(int index);

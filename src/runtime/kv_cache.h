@@ -1,8 +1,14 @@
 #pragma once
 // Keys and values of past tokens per layer, stored in IEEE half precision (as llama.cpp's
 // default), row t holding all KV heads of the token at position t.
+//
+// Each layer holds every position written so far, unless a policy left tokens out of that layer
+// (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering) or evicted them (H2O, StreamingLLM,
+// ZipVL). Such a layer lists the positions it holds; attention reads only those, and positions
+// keep their numbers (RoPE was applied at the original position).
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace ts {
@@ -21,13 +27,28 @@ class KvCache {
   const uint16_t* key(size_t layer, size_t pos) const { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
   const uint16_t* value(size_t layer, size_t pos) const { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
 
-  void set_size(size_t n) { n_used_ = n; }  // after writing new positions, or to drop a suffix
-  void clear() { n_used_ = 0; }
+  // After writing new positions, or to drop a suffix (also from the layers' held positions).
+  void set_size(size_t n);
+  void clear() { set_size(0); }
+
+  bool holds_all(size_t layer) const { return !partial_[layer]; }
+  // The positions a layer holds up to and including `pos`, ascending.
+  std::span<const uint32_t> held(size_t layer, size_t pos) const;
+  // The batch at positions pos0.. wrote only `stored` (ascending) at this layer.
+  void hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored);
+  // The batch at positions pos0..pos0+n_tok-1 wrote all of them (a no-op on layers without holes).
+  void hold_all(size_t layer, size_t pos0, size_t n_tok);
+  void evict(size_t layer, std::span<const uint32_t> positions);
 
  private:
+  void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
+
   size_t n_layers_, n_ctx_, kv_dim_;
   size_t n_used_ = 0;
   std::vector<uint16_t> keys_, values_;
+  std::vector<uint32_t> all_positions_;      // 0, 1, ..., n_ctx - 1: held() of layers without holes
+  std::vector<uint8_t> partial_;             // per layer: has holes, positions listed in held_
+  std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending
 };
 
 }  // namespace ts

@@ -13,11 +13,19 @@ namespace {
 constexpr size_t kMaxBatch = 512;
 // Fewest keys per attention work item: below this, merging partial results costs more than it saves.
 constexpr size_t kMinKeyChunk = 256;
+// Below this many (KV head x key) rows, attention runs on the calling thread; and the merge of
+// partial results is shared only in slices of at least this many (token, KV head) pairs.
+constexpr size_t kMinSharedAttentionKeys = 1024;
+constexpr size_t kMinCombinePairs = 16;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 void add_in_place(float* x, const float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void add_bias(float* x, const std::vector<float>& bias, size_t n_rows) {
+  for (size_t r = 0; r < n_rows; ++r) add_in_place(x + r * bias.size(), bias.data(), bias.size());
 }
 }  // namespace
 
@@ -27,7 +35,21 @@ Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, Mat
       precision_(precision),
       cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
 
-void Transformer::truncate(size_t n) { cache_.set_size(std::min(n, cache_.size())); }
+void Transformer::truncate(size_t n) {
+  cache_.set_size(std::min(n, cache_.size()));
+  if (policies_) policies_->truncate(n_past());
+}
+
+void Transformer::set_policies(std::unique_ptr<PolicyStack> policies) {
+  TS_CHECK(n_past() == 0, "policies change only between sequences (", n_past(), " positions are cached)");
+  policies_ = std::move(policies);
+  if (policies_) policies_->set_log(log_);
+}
+
+void Transformer::set_decision_log(DecisionLog* log) {
+  log_ = log;
+  if (policies_) policies_->set_log(log);
+}
 
 void Transformer::resize_scratch(size_t n_tok) {
   if (n_tok <= scratch_tokens_) return;
@@ -35,6 +57,7 @@ void Transformer::resize_scratch(size_t n_tok) {
   const size_t d = c.n_embd, kv = cache_.kv_dim();
   x_.resize(n_tok * d);
   xn_.resize(n_tok * d);
+  xg_.resize(n_tok * d);
   q_.resize(n_tok * d);
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
@@ -54,87 +77,176 @@ std::span<const float> Transformer::forward(std::span<const int32_t> tokens, boo
   for (int32_t t : tokens)
     TS_CHECK(t >= 0 && static_cast<size_t>(t) < n_vocab, "token id ", t, " is outside the vocabulary");
   logits_.resize((all_logits ? tokens.size() : 1) * n_vocab);
-  for (size_t start = 0; start < tokens.size(); start += kMaxBatch) {
-    const size_t n = std::min(kMaxBatch, tokens.size() - start);
+  // A policy that ranks the tokens of a call against each other (OrthoRank) sees the call whole.
+  const size_t max_batch = policies_ && policies_->ranks_whole_calls() ? tokens.size() : kMaxBatch;
+  for (size_t start = 0; start < tokens.size(); start += max_batch) {
+    const size_t n = std::min(max_batch, tokens.size() - start);
     const bool last_batch = start + n == tokens.size();
     float* out = all_logits ? logits_.data() + start * n_vocab : (last_batch ? logits_.data() : nullptr);
     forward_batch(tokens.subspan(start, n), all_logits, out);
   }
+  if (policies_) policies_->end_call(cache_);
   return logits_;
 }
 
 void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits, float* logits) {
   const ModelConfig& c = model_.config();
-  const size_t n = tokens.size(), d = c.n_embd, kv = cache_.kv_dim(), pos0 = cache_.size();
+  const size_t n = tokens.size(), d = c.n_embd, pos0 = cache_.size();
   resize_scratch(n);
-
-  const SimdOps& k = ops();
   for (size_t t = 0; t < n; ++t) {
     weight_row_to_float(model_.token_embd(), static_cast<size_t>(tokens[t]), &x_[t * d]);
     rope_tables(static_cast<float>(pos0 + t), model_.rope_inv_freq().data(), c.rot_dim, c.rope_layout,
                 &rope_cos_[t * c.rot_dim], &rope_sin_[t * c.rot_dim]);
   }
+  if (policies_) policies_->begin_batch(pos0, n);
 
   for (size_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = model_.layers()[l];
-    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      for (size_t t = b; t < e; ++t) k.rms_norm(&x_[t * d], L.attn_norm.data(), &xn_[t * d], d, c.rms_eps);
-    });
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, pool_,
-                precision_);
-    if (c.qkv_bias) {
-      for (size_t t = 0; t < n; ++t) {
-        add_in_place(&q_[t * d], L.bq.data(), d);
-        add_in_place(&k_[t * kv], L.bk.data(), kv);
-        add_in_place(&v_[t * kv], L.bv.data(), kv);
-      }
+    rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n);  // every token: K/V need it
+    plan_layer(l, n, pos0);  // rows_: which tokens run which step (dense: all of them, all steps)
+    if (rows_.idle()) {      // the whole layer is skipped (SLEB), K/V too
+      cache_.hold_only(l, pos0, {});
+      continue;
     }
-    attention(l, n, pos0);
-    matmul(L.wo, attn_out_.data(), n, xn_.data(), pool_, precision_);
-    add_in_place(x_.data(), xn_.data(), n * d);
-
-    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      for (size_t t = b; t < e; ++t) k.rms_norm(&x_[t * d], L.ffn_norm.data(), &xn_[t * d], d, c.rms_eps);
-    });
-    matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, pool_, precision_);
-    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
-      // Row by row: results must not depend on how tokens are split across threads.
-      for (size_t t = b; t < e; ++t) k.silu_mul(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
-    });
-    matmul(L.w_down, gate_.data(), n, xn_.data(), pool_, precision_);
-    add_in_place(x_.data(), xn_.data(), n * d);
+    attention_block(l, n, pos0);  // x += O(attention) for rows_.attn; K/V of rows_.kv cached
+    ffn_block(l);                 // x += FFN(RMSNorm(x)) for rows_.ffn
   }
   cache_.set_size(pos0 + n);
 
   if (!logits) return;
-  const size_t first = all_logits ? 0 : n - 1, rows = n - first;
-  for (size_t t = first; t < n; ++t)
-    k.rms_norm(&x_[t * d], model_.output_norm().data(), &xn_[t * d], d, c.rms_eps);
-  matmul(model_.output(), &xn_[first * d], rows, logits, pool_, precision_);
+  const size_t first = all_logits ? 0 : n - 1;
+  rms_norm_rows(&x_[first * d], model_.output_norm(), &xn_[first * d], n - first);
+  matmul(model_.output(), &xn_[first * d], n - first, logits, pool_, precision_);
 }
 
-void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
+LayerInput Transformer::layer_input(size_t layer, size_t n_tok, size_t pos0) const {
+  return {layer, pos0, n_tok, model_.config().n_embd, x_.data(), xn_.data()};
+}
+
+void Transformer::plan_layer(size_t layer, size_t n_tok, size_t pos0) {
+  if (policies_) {
+    policies_->plan_layer(layer_input(layer, n_tok, pos0), rows_);
+  } else {
+    rows_.set_all(n_tok);
+  }
+}
+
+void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layers()[layer];
+  const size_t d = c.n_embd, kv = cache_.kv_dim();
+
+  // K and V of rows_.kv (with Q in the same product when the same tokens need it: dense layers).
+  const bool fused_qkv = rows_.attn == rows_.kv && !(policies_ && policies_->skips_attention(layer));
+  const float* x_kv = rows_.kv.gather(xn_.data(), d, xg_);
+  if (fused_qkv) {
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_,
+                precision_);
+  } else {
+    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_, precision_);
+  }
+  if (c.qkv_bias) {
+    add_bias(k_.data(), L.bk, rows_.kv.size());
+    add_bias(v_.data(), L.bv, rows_.kv.size());
+  }
+  rope_rows(k_.data(), rows_.kv, c.n_kv_heads, kv);
+  if (policies_) {
+    const KvRows written{layer, pos0, &rows_.kv, kv, c.head_dim, k_.data(), v_.data()};
+    policies_->decide_kv(layer_input(layer, n_tok, pos0), written, rows_, kv_storage_);
+  }
+  store_kv(layer, n_tok, pos0);
+  if (rows_.attn.empty()) return;
+
+  // Q, attention and O of rows_.attn.
+  const size_t m = rows_.attn.size();
+  if (!fused_qkv) matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
+  if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
+  rope_rows(q_.data(), rows_.attn, c.n_heads, d);
+  const bool key_lists = !cache_.holds_all(layer) || (policies_ && (policies_->key_selector(layer) ||
+                                                                    policies_->observes_attention(layer)));
+  if (key_lists) {
+    attend_listed(layer, pos0);
+  } else {
+    attend(layer, pos0);
+  }
+  matmul(L.wo, attn_out_.data(), m, xn_.data(), pool_, precision_);
+  rows_.attn.add_to(xn_.data(), d, x_.data());
+}
+
+void Transformer::ffn_block(size_t layer) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layers()[layer];
+  const size_t d = c.n_embd, m = rows_.ffn.size();
+  if (m == 0) return;
+  const SimdOps& k = ops();
+  rms_norm_rows(rows_.ffn.gather(x_.data(), d, xg_), L.ffn_norm, xn_.data(), m);
+  matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), m, pool_, precision_);
+  pool_.parallel_for(m, [&](size_t b, size_t e, int) {
+    // Row by row: results must not depend on how tokens are split across threads.
+    for (size_t t = b; t < e; ++t) k.silu_mul(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
+  });
+  matmul(L.w_down, gate_.data(), m, xn_.data(), pool_, precision_);
+  rows_.ffn.add_to(xn_.data(), d, x_.data());
+}
+
+void Transformer::rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows) {
+  const ModelConfig& c = model_.config();
+  const SimdOps& k = ops();
+  pool_.parallel_for(n_rows, [&](size_t b, size_t e, int) {
+    for (size_t t = b; t < e; ++t) k.rms_norm(x + t * c.n_embd, weight.data(), y + t * c.n_embd, c.n_embd, c.rms_eps);
+  });
+}
+
+// Rotates the heads of compact row i with the tables of batch row rows[i]: every token keeps its
+// original position, whichever tokens run.
+void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride) {
+  const ModelConfig& c = model_.config();
+  const SimdOps& k = ops();
+  const bool neox = c.rope_layout == RopeLayout::Neox;
+  pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
+    for (size_t i = b; i < e; ++i) {
+      const float* cos_t = &rope_cos_[rows[i] * c.rot_dim];
+      const float* sin_t = &rope_sin_[rows[i] * c.rot_dim];
+      for (size_t h = 0; h < n_heads; ++h) k.rope(x + i * stride + h * c.head_dim, cos_t, sin_t, c.rot_dim, neox);
+    }
+  });
+}
+
+// Writes the K/V of rows_.kv (except those a policy dropped) as F16 and tells the cache which of
+// the batch's positions this layer now holds.
+void Transformer::store_kv(size_t layer, size_t n_tok, size_t pos0) {
+  const SimdOps& k = ops();
+  const size_t kv = cache_.kv_dim();
+  const RowSet& rows = rows_.kv;
+  const auto dropped = [&](size_t i) { return policies_ && kv_storage_[i] == KvStorage::Dropped; };
+  pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
+    for (size_t i = b; i < e; ++i) {
+      if (dropped(i)) continue;
+      k.f32_to_f16(&k_[i * kv], cache_.key(layer, pos0 + rows[i]), kv);
+      k.f32_to_f16(&v_[i * kv], cache_.value(layer, pos0 + rows[i]), kv);
+    }
+  });
+  stored_positions_.clear();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(pos0 + rows[i]));
+  if (stored_positions_.size() == n_tok) {
+    cache_.hold_all(layer, pos0, n_tok);
+  } else {
+    cache_.hold_only(layer, pos0, stored_positions_);
+  }
+}
+
+// Flash-style attention of rows_.attn over every cached key up to each token's position.
+void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
-  const bool neox = c.rope_layout == RopeLayout::Neox;
+  const RowSet& rows = rows_.attn;
 
-  pool_.parallel_for(n_tok, [&](size_t b, size_t e, int) {
-    for (size_t t = b; t < e; ++t) {
-      const float* cos_t = &rope_cos_[t * c.rot_dim];
-      const float* sin_t = &rope_sin_[t * c.rot_dim];
-      for (size_t h = 0; h < c.n_heads; ++h) k.rope(&q_[t * d + h * hd], cos_t, sin_t, c.rot_dim, neox);
-      for (size_t h = 0; h < c.n_kv_heads; ++h) k.rope(&k_[t * kv + h * hd], cos_t, sin_t, c.rot_dim, neox);
-      k.f32_to_f16(&k_[t * kv], cache_.key(layer, pos0 + t), kv);
-      k.f32_to_f16(&v_[t * kv], cache_.value(layer, pos0 + t), kv);
-    }
-  });
-
-  // Work items are (token, KV head, key chunk); each covers the `group` query heads of that KV
-  // head, so a key row is read once for all of them. Decode has few (token, KV head) pairs, so
+  // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
+  // head, so a key row is read once for all of them. Decode has few (row, KV head) pairs, so
   // long caches are cut into chunks that the threads share (flash-decoding), merged below.
-  const size_t pairs = n_tok * c.n_kv_heads, n_keys_max = pos0 + n_tok;
+  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = pos0 + rows[rows.size() - 1] + 1;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
   size_t chunk = n_keys_max;
   if (pairs < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, pairs)));
@@ -143,45 +255,105 @@ void Transformer::attention(size_t layer, size_t n_tok, size_t pos0) {
   part_l_.resize(parts);
   part_acc_.resize(parts * hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(pairs * n_chunks, [&](size_t b, size_t e, int) {
+  // A short cache (early decode steps) is cheaper to attend inline than to share.
+  const size_t attn_min_items = pairs * n_keys_max < kMinSharedAttentionKeys ? pairs * n_chunks : 1;
+  pool_.parallel_for(
+      pairs * n_chunks,
+      [&](size_t b, size_t e, int) {
+        for (size_t task = b; task < e; ++task) {
+          const size_t pair = task / n_chunks, ci = task % n_chunks;
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+          const size_t n_keys = pos0 + rows[i] + 1, start = ci * chunk;  // causal: keys up to this token
+          float* m = &part_m_[task * group];
+          float* l = &part_l_[task * group];
+          if (start >= n_keys) {
+            std::fill(l, l + group, 0.0f);
+            continue;
+          }
+          k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
+                       cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale,
+                       m, l, &part_acc_[task * group * hd]);
+        }
+      },
+      attn_min_items);
+  pool_.parallel_for(
+      pairs,
+      [&](size_t b, size_t e, int) {
+        for (size_t pair = b; pair < e; ++pair) {
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+          for (size_t g = 0; g < group; ++g) {
+            float mx = -INFINITY;
+            for (size_t ci = 0; ci < n_chunks; ++ci) {
+              const size_t p = (pair * n_chunks + ci) * group + g;
+              if (part_l_[p] > 0.0f) mx = std::max(mx, part_m_[p]);
+            }
+            float* out = &attn_out_[i * d + (kvh * group + g) * hd];
+            std::fill(out, out + hd, 0.0f);
+            float denom = 0.0f;
+            for (size_t ci = 0; ci < n_chunks; ++ci) {
+              const size_t p = (pair * n_chunks + ci) * group + g;
+              if (part_l_[p] <= 0.0f) continue;
+              const float w = std::exp(part_m_[p] - mx);
+              denom += w * part_l_[p];
+              for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[p * hd + x];
+            }
+            for (size_t x = 0; x < hd; ++x) out[x] /= denom;
+          }
+        }
+      },
+      kMinCombinePairs);
+}
+
+// Attention of rows_.attn over explicit key lists, one task per (row, query head): the positions
+// the layer holds up to the token (a cache with holes), or those a policy selects. The lists, and
+// the probabilities when a policy watches them, go to the policies afterwards. No keys: output 0.
+void Transformer::attend_listed(size_t layer, size_t pos0) {
+  const ModelConfig& c = model_.config();
+  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads, group = c.n_heads / c.n_kv_heads;
+  const SimdOps& k = ops();
+  const RowSet& rows = rows_.attn;
+  const Policy* selector = policies_ ? policies_->key_selector(layer) : nullptr;
+  const bool watched = policies_ && policies_->observes_attention(layer);
+  const size_t tasks = rows.size() * n_heads;
+  key_spans_.resize(tasks);
+  if (selector) key_lists_.resize(std::max(key_lists_.size(), tasks));
+  if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
+  thread_scores_.resize(static_cast<size_t>(pool_.size()));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  pool_.parallel_for(tasks, [&](size_t b, size_t e, int thread) {
+    std::vector<float>& p = thread_scores_[static_cast<size_t>(thread)];
     for (size_t task = b; task < e; ++task) {
-      const size_t pair = task / n_chunks, ci = task % n_chunks;
-      const size_t t = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-      const size_t n_keys = pos0 + t + 1, start = ci * chunk;  // causal: keys up to this token
-      float* m = &part_m_[task * group];
-      float* l = &part_l_[task * group];
-      if (start >= n_keys) {
-        std::fill(l, l + group, 0.0f);
-        continue;
+      const size_t i = task / n_heads, h = task % n_heads, kvh = h / group, pos = pos0 + rows[i];
+      const float* q = &q_[i * d + h * hd];
+      std::span<const uint32_t> keys = cache_.held(layer, pos);
+      if (selector) {
+        std::vector<uint32_t>& list = key_lists_[task];
+        list.clear();
+        selector->select_keys({layer, pos, h, kvh, {q, hd}, &cache_}, keys, list);
+        keys = list;
       }
-      k.attn_chunk(&q_[t * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
-                   cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m,
-                   l, &part_acc_[task * group * hd]);
+      key_spans_[task] = keys;
+      p.resize(keys.size());
+      float mx = -INFINITY;
+      for (size_t j = 0; j < keys.size(); ++j) {
+        p[j] = scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, q, hd);
+        mx = std::max(mx, p[j]);
+      }
+      float sum = 0.0f;
+      for (float& x : p) sum += (x = std::exp(x - mx));
+      float* out = &attn_out_[i * d + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (size_t j = 0; j < keys.size(); ++j) {
+        p[j] /= sum;
+        k.axpy_f16(p[j], cache_.value(layer, keys[j]) + kvh * hd, out, hd);
+      }
+      if (watched) attn_probs_[task].assign(p.begin(), p.end());
     }
   });
-  pool_.parallel_for(pairs, [&](size_t b, size_t e, int) {
-    for (size_t pair = b; pair < e; ++pair) {
-      const size_t t = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-      for (size_t g = 0; g < group; ++g) {
-        float mx = -INFINITY;
-        for (size_t ci = 0; ci < n_chunks; ++ci) {
-          const size_t i = (pair * n_chunks + ci) * group + g;
-          if (part_l_[i] > 0.0f) mx = std::max(mx, part_m_[i]);
-        }
-        float* out = &attn_out_[t * d + (kvh * group + g) * hd];
-        std::fill(out, out + hd, 0.0f);
-        float denom = 0.0f;
-        for (size_t ci = 0; ci < n_chunks; ++ci) {
-          const size_t i = (pair * n_chunks + ci) * group + g;
-          if (part_l_[i] <= 0.0f) continue;
-          const float w = std::exp(part_m_[i] - mx);
-          denom += w * part_l_[i];
-          for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[i * hd + x];
-        }
-        for (size_t x = 0; x < hd; ++x) out[x] /= denom;
-      }
-    }
-  });
+  if (!policies_) return;
+  const std::span<const std::vector<float>> probs =
+      watched ? std::span<const std::vector<float>>(attn_probs_).first(tasks) : std::span<const std::vector<float>>();
+  policies_->after_attention({layer, pos0, n_heads, &rows, key_spans_, probs});
 }
 
 }  // namespace ts

@@ -1,13 +1,17 @@
 #pragma once
 // The forward pass of a Llama-family decoder, batched over the tokens of one call:
 //   x -> RMSNorm -> Q,K,V -> RoPE -> KV cache -> attention -> O -> +x -> RMSNorm -> SwiGLU FFN -> +x
+// Token-sparsification policies (policy.h) can act at each step; without them it is dense.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/policy_stack.h"
+#include "runtime/row_set.h"
 
 namespace ts {
 
@@ -28,20 +32,46 @@ class Transformer {
   const KvCache& cache() const { return cache_; }
   const Model& model() const { return model_; }
 
+  // Policies for the following calls (nullptr: dense); only between sequences (n_past() == 0).
+  void set_policies(std::unique_ptr<PolicyStack> policies);
+  const PolicyStack* policies() const { return policies_.get(); }
+  // Records the policies' decisions into `log` until set_decision_log(nullptr).
+  void set_decision_log(DecisionLog* log);
+
  private:
   void forward_batch(std::span<const int32_t> tokens, bool all_logits, float* logits);
-  void attention(size_t layer, size_t n_tok, size_t pos0);
+  void plan_layer(size_t layer, size_t n_tok, size_t pos0);
+  void attention_block(size_t layer, size_t n_tok, size_t pos0);
+  void ffn_block(size_t layer);
+  void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
+  void rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride);
+  void store_kv(size_t layer, size_t n_tok, size_t pos0);
+  void attend(size_t layer, size_t pos0);
+  void attend_listed(size_t layer, size_t pos0);
+  LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;
   void resize_scratch(size_t n_tok);
 
   const Model& model_;
   ThreadPool& pool_;
   MatmulPrecision precision_;
   KvCache cache_;
-  // Activations of the current batch, row-major [token][feature].
-  std::vector<float> x_, xn_, q_, k_, v_, attn_out_, gate_, up_, logits_;
+  std::unique_ptr<PolicyStack> policies_;
+  DecisionLog* log_ = nullptr;
+
+  // Activations of the current batch, row-major [token][feature]. Steps on a token subset use the
+  // first rows of q_, k_, v_, attn_out_, gate_, up_ as a compact batch; xg_ holds gathered inputs.
+  std::vector<float> x_, xn_, xg_, q_, k_, v_, attn_out_, gate_, up_, logits_;
   std::vector<float> rope_cos_, rope_sin_;  // rope_tables() of each token of the batch
+  LayerRows rows_;                          // which tokens run each step of the current layer
+  std::vector<KvStorage> kv_storage_;       // per rows_.kv row, as the policies chose
+  std::vector<uint32_t> stored_positions_;
   // Partial attention results per (token, KV head, key chunk, query head in group).
   std::vector<float> part_m_, part_l_, part_acc_;
+  // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
+  std::vector<std::span<const uint32_t>> key_spans_;
+  std::vector<std::vector<uint32_t>> key_lists_;
+  std::vector<std::vector<float>> attn_probs_;
+  std::vector<std::vector<float>> thread_scores_;
   size_t scratch_tokens_ = 0;
 };
 
