@@ -13,9 +13,9 @@ namespace ts::cli {
 
 struct ModelOptions {
   std::string model_path;
-  int threads = 0;     // 0 = all cores
-  size_t ctx = 0;      // 0 = command default
-  bool exact = false;  // float activations in matrix products (see MatmulPrecision)
+  int threads = 0;                    // 0 = all cores
+  size_t ctx = 0;                     // 0 = command default
+  bool exact = false;                 // float activations in matrix products (see MatmulPrecision)
   std::vector<std::string> policies;  // --policy specs, in order (none: dense)
   MatmulPrecision precision() const { return exact ? MatmulPrecision::Exact : MatmulPrecision::Fast; }
 };

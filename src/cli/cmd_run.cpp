@@ -68,7 +68,8 @@ void run(const RunOptions& o) {
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s | threads %d\n",
                n_prompt, n_prompt / prompt_s, generated, generated / gen_s, pool.size());
   if (tf.policies())
-    std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs\n", 100.0 * decisions.ffn_fraction());
+    std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs\n",
+                 100.0 * decisions.ffn_fraction());
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ class KvCache {
   void clear() { set_size(0); }
 
   bool holds_all(size_t layer) const { return !partial_[layer]; }
-  // The positions a layer holds up to and including `pos`, ascending.
+  // The positions a layer holds up to and including `pos` (below size() or in the batch being
+  // written), ascending.
   std::span<const uint32_t> held(size_t layer, size_t pos) const;
   // The batch at positions pos0.. wrote only `stored` (ascending) at this layer.
   void hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored);

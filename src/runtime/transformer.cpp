@@ -161,8 +161,9 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
   if (!fused_qkv) matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
   if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
   rope_rows(q_.data(), rows_.attn, c.n_heads, d);
-  const bool key_lists = !cache_.holds_all(layer) || (policies_ && (policies_->key_selector(layer) ||
-                                                                    policies_->observes_attention(layer)));
+  const bool key_lists =
+      !cache_.holds_all(layer) ||
+      (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer)));
   if (key_lists) {
     attend_listed(layer, pos0);
   } else {
@@ -192,7 +193,8 @@ void Transformer::rms_norm_rows(const float* x, const std::vector<float>& weight
   const ModelConfig& c = model_.config();
   const SimdOps& k = ops();
   pool_.parallel_for(n_rows, [&](size_t b, size_t e, int) {
-    for (size_t t = b; t < e; ++t) k.rms_norm(x + t * c.n_embd, weight.data(), y + t * c.n_embd, c.n_embd, c.rms_eps);
+    for (size_t t = b; t < e; ++t)
+      k.rms_norm(x + t * c.n_embd, weight.data(), y + t * c.n_embd, c.n_embd, c.rms_eps);
   });
 }
 
@@ -206,7 +208,8 @@ void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t
     for (size_t i = b; i < e; ++i) {
       const float* cos_t = &rope_cos_[rows[i] * c.rot_dim];
       const float* sin_t = &rope_sin_[rows[i] * c.rot_dim];
-      for (size_t h = 0; h < n_heads; ++h) k.rope(x + i * stride + h * c.head_dim, cos_t, sin_t, c.rot_dim, neox);
+      for (size_t h = 0; h < n_heads; ++h)
+        k.rope(x + i * stride + h * c.head_dim, cos_t, sin_t, c.rot_dim, neox);
     }
   });
 }
@@ -352,7 +355,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
   });
   if (!policies_) return;
   const std::span<const std::vector<float>> probs =
-      watched ? std::span<const std::vector<float>>(attn_probs_).first(tasks) : std::span<const std::vector<float>>();
+      watched ? std::span<const std::vector<float>>(attn_probs_).first(tasks)
+              : std::span<const std::vector<float>>();
   policies_->after_attention({layer, pos0, n_heads, &rows, key_spans_, probs});
 }
 

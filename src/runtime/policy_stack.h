@@ -1,0 +1,61 @@
+#pragma once
+// Several policies on one forward pass (kvpress's ComposedPress): binds them to the model, checks
+// that no two own the same decision on a layer, dispatches every hook to its owner and observers
+// in the order the policies were given, and records the decisions into an attached DecisionLog.
+// The forward pass talks to policies only through this class.
+#include <memory>
+#include <vector>
+
+#include "runtime/decision_log.h"
+#include "runtime/policy.h"
+
+namespace ts {
+
+class PolicyStack {
+ public:
+  // Throws ts::Error when a policy rejects the model or two policies claim one decision on a layer.
+  PolicyStack(std::vector<std::unique_ptr<Policy>> policies, const Model& model);
+
+  const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
+  bool ranks_whole_calls() const { return ranks_whole_calls_; }
+  // Records from the next batch on into `log` (nullptr: stop).
+  void set_log(DecisionLog* log);
+
+  // The forward pass's calls, in its order (policy.h lists the hooks).
+  void begin_batch(size_t pos0, size_t n_tok);
+  // Observers of the layer input, then the token selection: sets rows (every row when no policy selects).
+  void plan_layer(const LayerInput& in, LayerRows& rows);
+  bool skips_attention(size_t layer) const { return owner(Hook::SkipAttention, layer) != nullptr; }
+  // Once rows.kv's K/V exist: attention skips (shrink rows.attn), storage of each kv row, K/V observers.
+  void decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& rows, std::vector<KvStorage>& storage);
+  const Policy* key_selector(size_t layer) const { return owner(Hook::SelectKeys, layer); }
+  bool observes_attention(size_t layer) const { return !observers(Hook::ObserveAttention, layer).empty(); }
+  void after_attention(const AttentionRows& attention);
+  // After the last batch of a forward call: evictions.
+  void end_call(KvCache& cache);
+  void truncate(size_t n_past);
+
+ private:
+  size_t slot(Hook h, size_t layer) const { return static_cast<size_t>(h) * n_layers_ + layer; }
+  Policy* owner(Hook h, size_t layer) const { return owners_[slot(h, layer)]; }
+  const std::vector<Policy*>& observers(Hook h, size_t layer) const { return observers_[slot(h, layer)]; }
+  void claim(Policy* p, Hook h, size_t layer);
+  // This batch's record of `layer`, created (all tokens dense) on first use; nullptr without a log.
+  LayerRecord* record(size_t layer);
+
+  std::vector<std::unique_ptr<Policy>> policies_;
+  size_t n_layers_ = 0, n_heads_ = 0;
+  std::vector<Policy*> owners_;                  // [hook][layer], decision hooks
+  std::vector<std::vector<Policy*>> observers_;  // [hook][layer], observation hooks
+  std::vector<Policy*> evictors_;                // policies owning evictions on some layer
+  bool ranks_whole_calls_ = false;
+
+  DecisionLog* log_ = nullptr;
+  size_t pos0_ = 0, n_tok_ = 0;
+  std::vector<int64_t> record_index_;  // per layer: this batch's entry in log_->layers, -1 if none
+  TokenSelection selection_;           // scratch, reused across layers
+  AttentionSkips skips_;
+  std::vector<uint32_t> kept_rows_;
+};
+
+}  // namespace ts

@@ -1,0 +1,356 @@
+// The forward pass with policies on the real stories260K model: ratio 1 equals dense bit for bit,
+// token subsets keep unselected tokens' residual and write their K/V, skipped layers, key lists,
+// attention skips, evictions, composition rules and the decision log.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "policies/builtin_policies.h"
+#include "runtime/kv_cache.h"
+#include "runtime/transformer.h"
+
+namespace ts {
+namespace {
+
+const Model& stories() {
+  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  return *model;
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % 500);
+  return t;
+}
+
+// Test policies: each claims one hook on the given layers.
+class FixedRows final : public Policy {
+ public:
+  FixedRows(std::vector<uint32_t> layers, std::vector<uint32_t> rows, bool kv_for_unselected)
+      : Policy({"fixed_rows", {}}),
+        layers_(std::move(layers)),
+        rows_(std::move(rows)),
+        kv_(kv_for_unselected) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::SelectTokens, layers_}}; }
+  void select_tokens(const LayerInput& in, TokenSelection& out) override {
+    out.rows.clear();
+    for (uint32_t r : rows_)
+      if (r < in.n_tok) out.rows.push_back(r);
+    out.kv_for_unselected = kv_;
+  }
+
+ private:
+  std::vector<uint32_t> layers_, rows_;
+  bool kv_;
+};
+
+// Keeps the residual input of every layer of the last batch.
+class InputRecorder final : public Policy {
+ public:
+  InputRecorder() : Policy({"inputs", {}}) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::ObserveLayerInput, {}}}; }
+  void observe_layer_input(const LayerInput& in) override {
+    inputs.resize(std::max(inputs.size(), in.layer + 1));
+    inputs[in.layer].assign(in.residual, in.residual + in.n_tok * in.dim);
+  }
+  std::vector<std::vector<float>> inputs;
+};
+
+// The last `keep` candidate keys of every query; records attention probabilities.
+class RecentKeys final : public Policy {
+ public:
+  explicit RecentKeys(size_t keep) : Policy({"recent", {}}), keep_(keep) {}
+  std::vector<HookClaim> claims() const override {
+    return {{Hook::SelectKeys, {}}, {Hook::ObserveAttention, {1}}};
+  }
+  void select_keys(const KeyQuery&, std::span<const uint32_t> candidates,
+                   std::vector<uint32_t>& keys) const override {
+    const size_t n = std::min(keep_, candidates.size());
+    keys.assign(candidates.end() - static_cast<std::ptrdiff_t>(n), candidates.end());
+  }
+  void observe_attention(const AttentionRows& a) override {
+    for (size_t i = 0; i < a.rows->size(); ++i)
+      for (size_t h = 0; h < a.n_heads; ++h) {
+        ASSERT_EQ(a.keys_of(i, h).size(), std::min(keep_, a.pos0 + (*a.rows)[i] + 1));
+        EXPECT_EQ(a.keys_of(i, h).back(), a.pos0 + (*a.rows)[i]);
+        float sum = 0;
+        for (float p : a.probs_of(i, h)) sum += p;
+        EXPECT_NEAR(sum, 1.0f, 1e-5f);
+        ++rows_seen;
+      }
+  }
+  size_t rows_seen = 0;
+
+ private:
+  size_t keep_;
+};
+
+class SkipAllAttention final : public Policy {
+ public:
+  SkipAllAttention(uint32_t layer, bool cache_kv)
+      : Policy({"skip", {}}), layer_(layer), cache_kv_(cache_kv) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::SkipAttention, {layer_}}}; }
+  void skip_attention(const LayerInput&, const KvRows&, const RowSet&, AttentionSkips& out) override {
+    std::fill(out.skip.begin(), out.skip.end(), 1);
+    out.cache_skipped_kv = cache_kv_;
+  }
+
+ private:
+  uint32_t layer_;
+  bool cache_kv_;
+};
+
+class EvictAndPin final : public Policy {
+ public:
+  EvictAndPin() : Policy({"evict", {}}) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::Evict, {0}}, {Hook::KvStorage, {}}}; }
+  void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override {
+    for (size_t i = 0; i < storage.size(); ++i)
+      if (in.pos0 + (*kv.rows)[i] == 0) storage[i] = KvStorage::Full;
+  }
+  void evict(const KvCache&, Evictions& out) override { out.add(0, {1, 2}); }
+};
+
+std::unique_ptr<PolicyStack> stack_of(std::vector<std::unique_ptr<Policy>> policies) {
+  return std::make_unique<PolicyStack>(std::move(policies), stories());
+}
+
+template <typename... P>
+std::unique_ptr<PolicyStack> stack(std::unique_ptr<P>... p) {
+  std::vector<std::unique_ptr<Policy>> v;
+  (v.push_back(std::move(p)), ...);
+  return stack_of(std::move(v));
+}
+
+std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+TEST(PolicyRuntime, RatioOneEqualsDenseBitForBitInPrefillAndDecode) {
+  const auto tokens = random_tokens(60, 1);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    Transformer dense(stories(), pool, 64), policy(stories(), pool, 64);
+    const std::string all_layers = "orthorank:layers=0-4,ratio=1";
+    policy.set_policies(make_policy_stack(std::vector<std::string>{all_layers}, stories()));
+    const auto prompt = std::span(tokens).first(50);
+    EXPECT_EQ(copy(dense.forward(prompt, true)), copy(policy.forward(prompt, true))) << threads;
+    for (size_t i = 50; i < tokens.size(); ++i) {
+      const auto step = std::span(tokens).subspan(i, 1);
+      ASSERT_EQ(copy(dense.forward(step, false)), copy(policy.forward(step, false))) << "position " << i;
+    }
+  }
+}
+
+TEST(PolicyRuntime, PassivePoliciesLeaveTheDenseResult) {
+  const auto tokens = random_tokens(30, 2);
+  ThreadPool pool(2);
+  Transformer dense(stories(), pool, 32), observed(stories(), pool, 32);
+  observed.set_policies(stack(std::make_unique<InputRecorder>()));
+  EXPECT_EQ(copy(dense.forward(tokens, true)), copy(observed.forward(tokens, true)));
+}
+
+// A subset at layer 2 (layers 0-1 dense): unselected tokens leave layer 2 as they entered it, the
+// selected ones as in the dense run, and every token's K/V at layer 2 are the dense ones. Bit for
+// bit: with float weights no row's products depend on the other rows of the batch.
+TEST(PolicyRuntime, SubsetRunMatchesDenseOnItsTokensAndKeepsTheOthers) {
+  const auto tokens = random_tokens(12, 3);
+  const std::vector<uint32_t> selected{1, 4, 5, 9};
+  ThreadPool pool(2);
+  Transformer dense(stories(), pool, 16), subset(stories(), pool, 16);
+  auto dense_rec = std::make_unique<InputRecorder>();
+  auto subset_rec = std::make_unique<InputRecorder>();
+  InputRecorder& d = *dense_rec;
+  InputRecorder& s = *subset_rec;
+  dense.set_policies(stack(std::move(dense_rec)));
+  subset.set_policies(
+      stack(std::make_unique<FixedRows>(std::vector<uint32_t>{2}, selected, true), std::move(subset_rec)));
+  dense.forward(tokens, false);
+  subset.forward(tokens, false);
+
+  const size_t dim = stories().config().n_embd, kv = subset.cache().kv_dim();
+  ASSERT_EQ(s.inputs[2], d.inputs[2]);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const bool sel = std::find(selected.begin(), selected.end(), t) != selected.end();
+    for (size_t j = 0; j < dim; ++j) {
+      const float out = s.inputs[3][t * dim + j];
+      if (sel) {
+        ASSERT_EQ(out, d.inputs[3][t * dim + j]) << "token " << t;
+      } else {
+        ASSERT_EQ(out, s.inputs[2][t * dim + j]) << "token " << t;
+      }
+    }
+    for (size_t j = 0; j < kv; ++j) {
+      ASSERT_EQ(subset.cache().key(2, t)[j], dense.cache().key(2, t)[j]);
+      ASSERT_EQ(subset.cache().value(2, t)[j], dense.cache().value(2, t)[j]);
+    }
+  }
+  EXPECT_TRUE(subset.cache().holds_all(2));
+}
+
+TEST(PolicyRuntime, TokensWithoutKvLeaveHolesThatAttentionSkips) {
+  const auto tokens = random_tokens(12, 4);
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 32);
+  tf.set_policies(
+      stack(std::make_unique<FixedRows>(std::vector<uint32_t>{2}, std::vector<uint32_t>{0, 3, 7}, false)));
+  tf.forward(tokens, false);
+  EXPECT_FALSE(tf.cache().holds_all(2));
+  const auto held = tf.cache().held(2, tf.n_past() - 1);
+  EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()), (std::vector<uint32_t>{0, 3, 7}));
+  EXPECT_EQ(tf.cache().held(2, 5).size(), 2u);
+  EXPECT_TRUE(tf.cache().holds_all(1));
+  // Decoding on: the new token (row 0 of its batch) is selected and stored.
+  const std::span<const float> logits = tf.forward(random_tokens(1, 5), false);
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+  EXPECT_EQ(tf.cache().held(2, tf.n_past() - 1).size(), 4u);
+  tf.truncate(0);
+  EXPECT_TRUE(tf.cache().holds_all(2));
+}
+
+TEST(PolicyRuntime, SlebPassesTheResidualThroughAndWritesNoKv) {
+  const auto tokens = random_tokens(10, 6);
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 16);
+  auto rec = std::make_unique<InputRecorder>();
+  InputRecorder& r = *rec;
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(builtin_policies().create("sleb:layers=2"));
+  v.push_back(std::move(rec));
+  tf.set_policies(stack_of(std::move(v)));
+  tf.forward(tokens, false);
+  EXPECT_EQ(r.inputs[3], r.inputs[2]);
+  EXPECT_NE(r.inputs[2], r.inputs[1]);
+  EXPECT_TRUE(tf.cache().held(2, tf.n_past() - 1).empty());
+  EXPECT_EQ(tf.cache().held(3, tf.n_past() - 1).size(), tokens.size());
+}
+
+TEST(PolicyRuntime, OrthoRankLogsItsDecisionsInPrefillAndDecode) {
+  const auto tokens = random_tokens(23, 7);
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 32);
+  DecisionLog log;
+  tf.set_decision_log(&log);
+  tf.set_policies(make_policy_stack(std::vector<std::string>{"orthorank:layers=1,3,ratio=0.5"}, stories()));
+  tf.forward(std::span(tokens).first(20), false);
+  ASSERT_EQ(log.policies, (std::vector<std::string>{"orthorank:layers=1,3,ratio=0.5"}));
+  ASSERT_EQ(log.batches.size(), 1u);
+  ASSERT_EQ(log.layers.size(), 2u);
+  for (const LayerRecord& r : log.layers) {
+    EXPECT_EQ(r.flags[0], kKvCached) << "the sink only writes K/V";
+    EXPECT_EQ(std::count(r.flags.begin(), r.flags.end(), kDenseToken), 10);
+    EXPECT_EQ(std::count(r.flags.begin(), r.flags.end(), kKvCached), 10);
+    EXPECT_EQ(r.scores.size(), 20u);
+  }
+  EXPECT_DOUBLE_EQ(log.ffn_fraction(), 1.0 - 20.0 / 100.0);
+  for (size_t i = 20; i < tokens.size(); ++i) tf.forward(std::span(tokens).subspan(i, 1), false);
+  EXPECT_EQ(log.batches.size(), 4u);
+  EXPECT_EQ(log.layers.size(), 8u);
+  EXPECT_TRUE(tf.cache().holds_all(1) && tf.cache().holds_all(3));  // unselected decode tokens write K/V
+}
+
+TEST(PolicyRuntime, RankingPoliciesSeeTheWholeCallAsOneBatch) {
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 700);
+  DecisionLog log;
+  tf.set_decision_log(&log);
+  tf.set_policies(make_policy_stack(std::vector<std::string>{"orthorank:layers=2"}, stories()));
+  tf.forward(random_tokens(600, 8), false);
+  ASSERT_EQ(log.batches.size(), 1u);
+  EXPECT_EQ(log.batches[0].n_tok, 600u);
+  EXPECT_EQ(std::count(log.layers[0].flags.begin(), log.layers[0].flags.end(), kDenseToken),
+            199);  // int(0.333*600)
+}
+
+TEST(PolicyRuntime, CompositionRules) {
+  const auto make = [](std::vector<std::string> specs) { return make_policy_stack(specs, stories()); };
+  EXPECT_NO_THROW(make({"orthorank:layers=1,3", "sleb:layers=2"}));
+  try {
+    make({"orthorank:layers=1,3", "sleb:layers=3"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "policies orthorank:layers=1,3 and sleb:layers=3 both decide select_tokens at layer 3; give them "
+        "disjoint layers");
+  }
+  EXPECT_THROW(make({"sleb:layers=5"}), Error);
+  EXPECT_EQ(make({}), nullptr);
+  // Observers share a layer with each other and with a decision.
+  EXPECT_NO_THROW(
+      stack(std::make_unique<InputRecorder>(), std::make_unique<InputRecorder>(),
+            std::make_unique<FixedRows>(std::vector<uint32_t>{1}, std::vector<uint32_t>{0}, true)));
+  ThreadPool pool(1);
+  Transformer tf(stories(), pool, 8);
+  tf.forward(random_tokens(2, 9), false);
+  EXPECT_THROW(tf.set_policies(make({"sleb:layers=1"})), Error);
+}
+
+TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
+  const auto tokens = random_tokens(40, 10);
+  ThreadPool pool(2);
+  Transformer dense(stories(), pool, 48), all_keys(stories(), pool, 48), recent(stories(), pool, 48);
+  all_keys.set_policies(stack(std::make_unique<RecentKeys>(1000)));
+  const auto want = copy(dense.forward(tokens, true));
+  const auto got = copy(all_keys.forward(tokens, true));
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3f);
+
+  auto policy = std::make_unique<RecentKeys>(3);
+  RecentKeys& r = *policy;
+  DecisionLog log;
+  recent.set_decision_log(&log);
+  recent.set_policies(stack(std::move(policy)));
+  recent.forward(tokens, false);
+  recent.forward(random_tokens(1, 11), false);
+  const size_t heads = stories().config().n_heads;
+  EXPECT_EQ(r.rows_seen, (tokens.size() + 1) * heads);
+  ASSERT_EQ(log.layers.size(), 10u);  // 5 layers x 2 batches
+  EXPECT_EQ(log.layers[0].keys_attended[0], 1u);
+  EXPECT_EQ(log.layers[0].keys_attended[5 * heads], 3u);
+}
+
+TEST(PolicyRuntime, SkippedAttentionRunsTheFfnAndOptionallyCachesKv) {
+  const auto tokens = random_tokens(8, 12);
+  for (bool cache_kv : {true, false}) {
+    ThreadPool pool(1);
+    Transformer tf(stories(), pool, 16);
+    DecisionLog log;
+    tf.set_decision_log(&log);
+    auto rec = std::make_unique<InputRecorder>();
+    InputRecorder& r = *rec;
+    tf.set_policies(stack(std::make_unique<SkipAllAttention>(2, cache_kv), std::move(rec)));
+    tf.forward(tokens, false);
+    ASSERT_EQ(log.layers.size(), 1u);
+    const uint8_t want = kRanFfn | (cache_kv ? kKvCached : 0);
+    for (uint8_t f : log.layers[0].flags) EXPECT_EQ(f, want);
+    EXPECT_NE(r.inputs[3], r.inputs[2]);  // the FFN ran
+    EXPECT_EQ(tf.cache().holds_all(2), cache_kv);
+  }
+}
+
+TEST(PolicyRuntime, EvictionsAndStoragePins) {
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 16);
+  DecisionLog log;
+  tf.set_decision_log(&log);
+  tf.set_policies(stack(std::make_unique<EvictAndPin>()));
+  tf.forward(random_tokens(6, 13), false);
+  const auto held = tf.cache().held(0, tf.n_past() - 1);
+  EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()), (std::vector<uint32_t>{0, 3, 4, 5}));
+  EXPECT_TRUE(tf.cache().holds_all(1));
+  ASSERT_EQ(log.evictions.size(), 1u);
+  EXPECT_EQ(log.evictions[0].positions, (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(log.layers.size(), 5u);
+  EXPECT_EQ(log.layers[0].flags[0], kDenseToken | kKvFullPrecision);
+  EXPECT_EQ(log.layers[0].flags[1], kDenseToken);
+  const std::span<const float> logits = tf.forward(random_tokens(1, 14), false);
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+  EXPECT_EQ(tf.cache().held(0, tf.n_past() - 1).size(),
+            5u);  // 0, 3, 4, 5 and the new token (1 and 2 evicted again)
+}
+
+}  // namespace
+}  // namespace ts
