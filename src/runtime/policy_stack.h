@@ -26,6 +26,11 @@ class PolicyStack {
   // Observers of the layer input, then the token selection: sets rows (every row when no policy selects).
   void plan_layer(const LayerInput& in, LayerRows& rows);
   bool skips_attention(size_t layer) const { return owner(Hook::SkipAttention, layer) != nullptr; }
+  // Whether decide_kv has anything to do at this layer.
+  bool decides_kv(size_t layer) const {
+    return skips_attention(layer) || owner(Hook::KvStorage, layer) ||
+           !observers(Hook::ObserveKv, layer).empty();
+  }
   // Once rows.kv's K/V exist: attention skips (shrink rows.attn), storage of each kv row, K/V observers.
   void decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& rows, std::vector<KvStorage>& storage);
   const Policy* key_selector(size_t layer) const { return owner(Hook::SelectKeys, layer); }

@@ -11,6 +11,8 @@ namespace ts {
 namespace {
 // Tokens per internal pass: bounds scratch memory while keeping matrix products batched.
 constexpr size_t kMaxBatch = 512;
+// Rows per output projection in forward_logits: bounds the logits buffer (rows x n_vocab floats).
+constexpr size_t kMaxLogitRows = 512;
 // Fewest keys per attention work item: below this, merging partial results costs more than it saves.
 constexpr size_t kMinKeyChunk = 256;
 // Below this many (KV head x key) rows, attention runs on the calling thread; and the merge of
@@ -71,25 +73,49 @@ void Transformer::resize_scratch(size_t n_tok) {
 
 std::span<const float> Transformer::forward(std::span<const int32_t> tokens, bool all_logits) {
   const size_t n_vocab = model_.config().n_vocab;
+  logits_.resize((all_logits ? tokens.size() : 1) * n_vocab);
+  run_batches(tokens, [&](size_t start, size_t n) {
+    if (all_logits) {
+      output_logits(0, n, &logits_[start * n_vocab]);
+    } else if (start + n == tokens.size()) {
+      output_logits(n - 1, 1, logits_.data());
+    }
+  });
+  return logits_;
+}
+
+void Transformer::forward_logits(std::span<const int32_t> tokens, size_t first_row,
+                                 const LogitsSink& on_logits) {
+  const size_t n_vocab = model_.config().n_vocab;
+  run_batches(tokens, [&](size_t start, size_t n) {
+    for (size_t row = std::max(first_row, start); row < start + n; row += kMaxLogitRows) {
+      const size_t rows = std::min(kMaxLogitRows, start + n - row);
+      logits_.resize(std::max(logits_.size(), rows * n_vocab));
+      output_logits(row - start, rows, logits_.data());
+      on_logits(row, std::span<const float>(logits_).first(rows * n_vocab));
+    }
+  });
+}
+
+void Transformer::run_batches(std::span<const int32_t> tokens,
+                              const std::function<void(size_t, size_t)>& after_batch) {
+  const size_t n_vocab = model_.config().n_vocab;
   TS_CHECK(!tokens.empty(), "forward: no tokens");
   TS_CHECK(n_past() + tokens.size() <= n_ctx(), "context overflow: ", n_past(), " cached + ", tokens.size(),
            " new tokens exceed the context size ", n_ctx(), " (raise -c)");
   for (int32_t t : tokens)
     TS_CHECK(t >= 0 && static_cast<size_t>(t) < n_vocab, "token id ", t, " is outside the vocabulary");
-  logits_.resize((all_logits ? tokens.size() : 1) * n_vocab);
   // A policy that ranks the tokens of a call against each other (OrthoRank) sees the call whole.
-  const size_t max_batch = policies_ && policies_->ranks_whole_calls() ? tokens.size() : kMaxBatch;
+  const size_t max_batch = ranks_whole_calls() ? tokens.size() : kMaxBatch;
   for (size_t start = 0; start < tokens.size(); start += max_batch) {
     const size_t n = std::min(max_batch, tokens.size() - start);
-    const bool last_batch = start + n == tokens.size();
-    float* out = all_logits ? logits_.data() + start * n_vocab : (last_batch ? logits_.data() : nullptr);
-    forward_batch(tokens.subspan(start, n), all_logits, out);
+    forward_batch(tokens.subspan(start, n));
+    after_batch(start, n);
   }
   if (policies_) policies_->end_call(cache_);
-  return logits_;
 }
 
-void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+void Transformer::forward_batch(std::span<const int32_t> tokens) {
   const ModelConfig& c = model_.config();
   const size_t n = tokens.size(), d = c.n_embd, pos0 = cache_.size();
   resize_scratch(n);
@@ -111,11 +137,13 @@ void Transformer::forward_batch(std::span<const int32_t> tokens, bool all_logits
     ffn_block(l);                 // x += FFN(RMSNorm(x)) for rows_.ffn
   }
   cache_.set_size(pos0 + n);
+}
 
-  if (!logits) return;
-  const size_t first = all_logits ? 0 : n - 1;
-  rms_norm_rows(&x_[first * d], model_.output_norm(), &xn_[first * d], n - first);
-  matmul(model_.output(), &xn_[first * d], n - first, logits, pool_, precision_);
+// Logits of batch rows first_row..first_row+n_rows-1 from their final hidden states.
+void Transformer::output_logits(size_t first_row, size_t n_rows, float* logits) {
+  const size_t d = model_.config().n_embd;
+  rms_norm_rows(&x_[first_row * d], model_.output_norm(), &xn_[first_row * d], n_rows);
+  matmul(model_.output(), &xn_[first_row * d], n_rows, logits, pool_, precision_);
 }
 
 LayerInput Transformer::layer_input(size_t layer, size_t n_tok, size_t pos0) const {
@@ -135,7 +163,7 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
   const LayerWeights& L = model_.layers()[layer];
   const size_t d = c.n_embd, kv = cache_.kv_dim();
 
-  // K and V of rows_.kv (with Q in the same product when the same tokens need it: dense layers).
+  // K and V of rows_.kv, with Q in the same product when the same tokens need it (dense layers).
   const bool fused_qkv = rows_.attn == rows_.kv && !(policies_ && policies_->skips_attention(layer));
   const float* x_kv = rows_.kv.gather(xn_.data(), d, xg_);
   if (fused_qkv) {
@@ -145,22 +173,27 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
     matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_, precision_);
   }
   if (c.qkv_bias) {
+    if (fused_qkv) add_bias(q_.data(), L.bq, rows_.kv.size());
     add_bias(k_.data(), L.bk, rows_.kv.size());
     add_bias(v_.data(), L.bv, rows_.kv.size());
   }
-  rope_rows(k_.data(), rows_.kv, c.n_kv_heads, kv);
-  if (policies_) {
+  // Policies that look at the rotated keys before they are stored get them first.
+  const bool kv_decided = policies_ && policies_->decides_kv(layer);
+  if (kv_decided) {
+    rope_rows(k_.data(), rows_.kv, c.n_kv_heads, kv);
     const KvRows written{layer, pos0, &rows_.kv, kv, c.head_dim, k_.data(), v_.data()};
     policies_->decide_kv(layer_input(layer, n_tok, pos0), written, rows_, kv_storage_);
   }
-  store_kv(layer, n_tok, pos0);
+  rope_and_store(layer, n_tok, pos0, !kv_decided, fused_qkv, kv_decided ? kv_storage_.data() : nullptr);
   if (rows_.attn.empty()) return;
 
-  // Q, attention and O of rows_.attn.
+  // Q (unless projected above), attention and O of rows_.attn.
   const size_t m = rows_.attn.size();
-  if (!fused_qkv) matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
-  if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
-  rope_rows(q_.data(), rows_.attn, c.n_heads, d);
+  if (!fused_qkv) {
+    matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
+    if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
+    rope_rows(q_.data(), rows_.attn, c.n_heads, d);
+  }
   const bool key_lists =
       !cache_.holds_all(layer) ||
       (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer)));
@@ -198,31 +231,36 @@ void Transformer::rms_norm_rows(const float* x, const std::vector<float>& weight
   });
 }
 
-// Rotates the heads of compact row i with the tables of batch row rows[i]: every token keeps its
+// Rotates the heads of one row with the tables of batch row `batch_row`: every token keeps its
 // original position, whichever tokens run.
-void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride) {
+void Transformer::rope_row(float* x, size_t batch_row, size_t n_heads) const {
   const ModelConfig& c = model_.config();
-  const SimdOps& k = ops();
-  const bool neox = c.rope_layout == RopeLayout::Neox;
+  const float* cos_t = &rope_cos_[batch_row * c.rot_dim];
+  const float* sin_t = &rope_sin_[batch_row * c.rot_dim];
+  for (size_t h = 0; h < n_heads; ++h)
+    ops().rope(x + h * c.head_dim, cos_t, sin_t, c.rot_dim, c.rope_layout == RopeLayout::Neox);
+}
+
+void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride) {
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
-    for (size_t i = b; i < e; ++i) {
-      const float* cos_t = &rope_cos_[rows[i] * c.rot_dim];
-      const float* sin_t = &rope_sin_[rows[i] * c.rot_dim];
-      for (size_t h = 0; h < n_heads; ++h)
-        k.rope(x + i * stride + h * c.head_dim, cos_t, sin_t, c.rot_dim, neox);
-    }
+    for (size_t i = b; i < e; ++i) rope_row(x + i * stride, rows[i], n_heads);
   });
 }
 
-// Writes the K/V of rows_.kv (except those a policy dropped) as F16 and tells the cache which of
-// the batch's positions this layer now holds.
-void Transformer::store_kv(size_t layer, size_t n_tok, size_t pos0) {
+// One pass over rows_.kv: RoPE on K (rotate_k) and on Q (rotate_q: Q rows are the K/V rows), then
+// the F16 cache write of every row not dropped (storage: per row, nullptr = all kept). Afterwards
+// the cache learns which of the batch's positions this layer holds.
+void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool rotate_k, bool rotate_q,
+                                 const KvStorage* storage) {
+  const ModelConfig& c = model_.config();
   const SimdOps& k = ops();
-  const size_t kv = cache_.kv_dim();
+  const size_t d = c.n_embd, kv = cache_.kv_dim();
   const RowSet& rows = rows_.kv;
-  const auto dropped = [&](size_t i) { return policies_ && kv_storage_[i] == KvStorage::Dropped; };
+  const auto dropped = [&](size_t i) { return storage && storage[i] == KvStorage::Dropped; };
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
     for (size_t i = b; i < e; ++i) {
+      if (rotate_q) rope_row(&q_[i * d], rows[i], c.n_heads);
+      if (rotate_k) rope_row(&k_[i * kv], rows[i], c.n_kv_heads);
       if (dropped(i)) continue;
       k.f32_to_f16(&k_[i * kv], cache_.key(layer, pos0 + rows[i]), kv);
       k.f32_to_f16(&v_[i * kv], cache_.value(layer, pos0 + rows[i]), kv);

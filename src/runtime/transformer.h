@@ -3,6 +3,7 @@
 //   x -> RMSNorm -> Q,K,V -> RoPE -> KV cache -> attention -> O -> +x -> RMSNorm -> SwiGLU FFN -> +x
 // Token-sparsification policies (policy.h) can act at each step; without them it is dense.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,6 +25,12 @@ class Transformer {
   // Appends `tokens` at positions n_past()..; returns logits (n_vocab floats per row) for the
   // last token, or for every token when all_logits. The span stays valid until the next call.
   std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
+  // Appends `tokens` as one call and hands the logits of rows first_row.. to on_logits in slices
+  // (the slice's first row, n_vocab floats per row), so a long window needs no logits buffer of
+  // its size. Scorers use it to keep a window in one call: a policy that ranks the tokens of a
+  // call together (ranks_whole_calls) decides differently when the window comes in pieces.
+  using LogitsSink = std::function<void(size_t first_row, std::span<const float> logits)>;
+  void forward_logits(std::span<const int32_t> tokens, size_t first_row, const LogitsSink& on_logits);
 
   size_t n_past() const { return cache_.size(); }
   size_t n_ctx() const { return cache_.capacity(); }
@@ -35,17 +42,23 @@ class Transformer {
   // Policies for the following calls (nullptr: dense); only between sequences (n_past() == 0).
   void set_policies(std::unique_ptr<PolicyStack> policies);
   const PolicyStack* policies() const { return policies_.get(); }
+  bool ranks_whole_calls() const { return policies_ && policies_->ranks_whole_calls(); }
   // Records the policies' decisions into `log` until set_decision_log(nullptr).
   void set_decision_log(DecisionLog* log);
 
  private:
-  void forward_batch(std::span<const int32_t> tokens, bool all_logits, float* logits);
+  // Checks the call and runs it in batches, after_batch(start, n) seeing each batch's final states.
+  void run_batches(std::span<const int32_t> tokens, const std::function<void(size_t, size_t)>& after_batch);
+  void forward_batch(std::span<const int32_t> tokens);
+  void output_logits(size_t first_row, size_t n_rows, float* logits);
   void plan_layer(size_t layer, size_t n_tok, size_t pos0);
   void attention_block(size_t layer, size_t n_tok, size_t pos0);
   void ffn_block(size_t layer);
   void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
+  void rope_row(float* x, size_t batch_row, size_t n_heads) const;
   void rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride);
-  void store_kv(size_t layer, size_t n_tok, size_t pos0);
+  void rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool rotate_k, bool rotate_q,
+                      const KvStorage* storage);
   void attend(size_t layer, size_t pos0);
   void attend_listed(size_t layer, size_t pos0);
   LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;

@@ -265,6 +265,30 @@ TEST(PolicyRuntime, RankingPoliciesSeeTheWholeCallAsOneBatch) {
             199);  // int(0.333*600)
 }
 
+// forward_logits streams the same logits as forward(all_logits), in slices, whether the call runs
+// in batches (dense) or as one batch (a ranking policy).
+TEST(PolicyRuntime, StreamedLogitsEqualTheBufferedOnes) {
+  const auto tokens = random_tokens(1100, 15);
+  const size_t n_vocab = stories().config().n_vocab, first = 5;
+  ThreadPool pool(2);
+  for (const char* spec : {"", "orthorank:layers=2,ratio=0.5"}) {
+    Transformer buffered(stories(), pool, 1100), streamed(stories(), pool, 1100);
+    const std::vector<std::string> specs =
+        *spec ? std::vector<std::string>{spec} : std::vector<std::string>{};
+    buffered.set_policies(make_policy_stack(specs, stories()));
+    streamed.set_policies(make_policy_stack(specs, stories()));
+    const auto want = copy(buffered.forward(tokens, true));
+    size_t next = first;
+    streamed.forward_logits(tokens, first, [&](size_t row, std::span<const float> logits) {
+      ASSERT_EQ(row, next);
+      ASSERT_LE(logits.size(), 512 * n_vocab);
+      for (size_t i = 0; i < logits.size(); ++i) ASSERT_EQ(logits[i], want[row * n_vocab + i]) << spec;
+      next += logits.size() / n_vocab;
+    });
+    EXPECT_EQ(next, tokens.size());
+  }
+}
+
 TEST(PolicyRuntime, CompositionRules) {
   const auto make = [](std::vector<std::string> specs) { return make_policy_stack(specs, stories()); };
   EXPECT_NO_THROW(make({"orthorank:layers=1,3", "sleb:layers=2"}));
