@@ -36,7 +36,8 @@ struct ReferenceCase {
 void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.fixture; }
 
 std::string model_file(const std::string& name) {
-  for (const fs::path& dir : {fs::path(TS_SOURCE_DIR) / "models", fs::path(TS_SHARED_DIR) / "models"})
+  for (const fs::path& dir : {fs::path(TS_SOURCE_DIR) / "models", fs::path(TS_SHARED_DIR) / "models",
+                              fs::path(TS_SOURCE_DIR) / "tests/fixtures/models"})
     if (fs::exists(dir / name)) return (dir / name).string();
   return "";
 }
@@ -117,13 +118,20 @@ ReferenceCase fast(const std::string& fixture, const std::string& model) {
   return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, false};
 }
 
-const char* const kCaseNames[] = {"stories260K", "SmolLM2_exact", "SmolLM2_fast"};
+// The tiny-* models are committed random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias,
+// NeoX RoPE) in F32 and with Q8_0/Q4_0/Q4_1 matrices, and llama with Llama 3.1 rope_freqs scaling.
+const char* const kCaseNames[] = {"stories260K",      "SmolLM2_exact",         "SmolLM2_fast", "tiny_qwen2",
+                                  "tiny_qwen2_quant", "tiny_qwen2_quant_fast", "tiny_llama3"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
     ::testing::Values(exact("stories260K.json", "stories260K.gguf"),
                       exact("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-                      fast("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf")),
+                      fast("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                      exact("tiny-qwen2.json", "tiny-qwen2.gguf"),
+                      exact("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
+                      fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
+                      exact("tiny-llama3.json", "tiny-llama3.gguf")),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace
