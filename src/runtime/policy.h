@@ -10,7 +10,8 @@
 //                           K/V enter the cache or not                        (Token Filtering)
 //   4. choose_kv_storage    each written token's K/V storage                  (KVSink, PFN, KIVI)
 //   5. observe_kv           the post-RoPE K and V being written               (Quest, anchors)
-//   6. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest)
+//   6. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest),
+//                           after prepare_keys saw all the layer's queries    (ZipVL's probe attention)
 //   7. observe_attention    attention probabilities of the attending rows     (H2O, SnapKV)
 // and once per forward call, after the last layer:
 //   8. evict                cached positions a layer forgets                  (H2O, StreamingLLM, ZipVL)
@@ -97,6 +98,20 @@ struct AttentionSkips {
   bool cache_skipped_kv = true;  // false: the skipped rows' K/V are not cached (KvStorage::Dropped)
 };
 
+// The post-RoPE queries of the rows about to attend at one layer; compact row i is batch row rows[i].
+struct QueryRows {
+  size_t layer = 0;
+  size_t pos0 = 0;
+  const RowSet* rows = nullptr;
+  size_t n_heads = 0, head_dim = 0;
+  const float* queries = nullptr;  // [rows.size()][n_heads * head_dim]
+  const KvCache* cache = nullptr;
+
+  std::span<const float> query(size_t i, size_t h) const {
+    return {queries + (i * n_heads + h) * head_dim, head_dim};
+  }
+};
+
 // The query of one (token, query head), for select_keys.
 struct KeyQuery {
   size_t layer = 0;
@@ -152,6 +167,8 @@ class Policy {
   virtual void skip_attention(const LayerInput&, const KvRows&, const RowSet& /*running*/, AttentionSkips&) {}
   virtual void choose_kv_storage(const LayerInput&, const KvRows&, std::span<KvStorage> /*per kv row*/) {}
   virtual void observe_kv(const KvRows&) {}
+  // Once per layer before its select_keys calls, with every query about to attend.
+  virtual void prepare_keys(const QueryRows&) {}
   // Writes into `keys` the positions (ascending, a subset of `candidates`: the positions this layer
   // holds up to q.pos) that the query attends to. Called from worker threads at once: const.
   virtual void select_keys(const KeyQuery&, std::span<const uint32_t> /*candidates*/,

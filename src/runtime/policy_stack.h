@@ -34,6 +34,9 @@ class PolicyStack {
   // Once rows.kv's K/V exist: attention skips (shrink rows.attn), storage of each kv row, K/V observers.
   void decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& rows, std::vector<KvStorage>& storage);
   const Policy* key_selector(size_t layer) const { return owner(Hook::SelectKeys, layer); }
+  void prepare_keys(const QueryRows& queries) {
+    owner(Hook::SelectKeys, queries.layer)->prepare_keys(queries);
+  }
   bool observes_attention(size_t layer) const { return !observers(Hook::ObserveAttention, layer).empty(); }
   void after_attention(const AttentionRows& attention);
   // After the last batch of a forward call: evictions.

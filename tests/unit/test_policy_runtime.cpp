@@ -68,6 +68,10 @@ class RecentKeys final : public Policy {
   std::vector<HookClaim> claims() const override {
     return {{Hook::SelectKeys, {}}, {Hook::ObserveAttention, {1}}};
   }
+  void prepare_keys(const QueryRows& q) override {
+    EXPECT_EQ(q.query(q.rows->size() - 1, q.n_heads - 1).size(), q.head_dim);
+    prepared_rows += q.rows->size();
+  }
   void select_keys(const KeyQuery&, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override {
     const size_t n = std::min(keep_, candidates.size());
@@ -84,7 +88,7 @@ class RecentKeys final : public Policy {
         ++rows_seen;
       }
   }
-  size_t rows_seen = 0;
+  size_t rows_seen = 0, prepared_rows = 0;
 
  private:
   size_t keep_;
@@ -331,6 +335,7 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   recent.forward(random_tokens(1, 11), false);
   const size_t heads = stories().config().n_heads;
   EXPECT_EQ(r.rows_seen, (tokens.size() + 1) * heads);
+  EXPECT_EQ(r.prepared_rows, (tokens.size() + 1) * stories().config().n_layers);
   ASSERT_EQ(log.layers.size(), 10u);  // 5 layers x 2 batches
   EXPECT_EQ(log.layers[0].keys_attended[0], 1u);
   EXPECT_EQ(log.layers[0].keys_attended[5 * heads], 3u);
