@@ -7,6 +7,13 @@
 #include "eval/token_scoring.h"
 
 namespace ts {
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
+}  // namespace
 
 TokenizedPair encode_pair(const Tokenizer& tok, std::string_view context, std::string_view continuation) {
   TS_CHECK(!context.empty(), "empty context");
@@ -31,8 +38,9 @@ double LoglikelihoodScorer::score(const TokenizedPair& pair) {
            " tokens does not fit the context of ", tf_.n_ctx());
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(drop));
   const size_t first_target = pair.context.size() - drop;
-  const size_t shared = static_cast<size_t>(
-      std::mismatch(cached_.begin(), cached_.end(), tokens.begin(), tokens.end()).first - cached_.begin());
+  // A policy that ranks a call's tokens together would see only the unshared part: no reuse then,
+  // so every request is scored as one whole call whatever came before it.
+  const size_t shared = tf_.ranks_whole_calls() ? 0 : common_prefix(cached_, tokens);
   double sum = 0.0;
   score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](double lp) { sum += lp; });
   tokens.pop_back();

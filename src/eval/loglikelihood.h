@@ -22,8 +22,8 @@ TokenizedPair encode_pair(const Tokenizer& tok, std::string_view context, std::s
 
 // Sums log p(continuation | context). Each request reuses the KV cache for the longest prefix it
 // shares with the previous one, so a context scored with several continuations in a row is
-// prefilled once. Inputs longer than the transformer's context lose tokens from the left, as in
-// lm-eval (the continuation itself must fit).
+// prefilled once (not under a policy that ranks whole calls: see score()). Inputs longer than the
+// transformer's context lose tokens from the left, as in lm-eval (the continuation itself must fit).
 class LoglikelihoodScorer {
  public:
   explicit LoglikelihoodScorer(Transformer& tf) : tf_(tf) {}

@@ -6,13 +6,6 @@
 #include "core/error.h"
 
 namespace ts {
-namespace {
-
-// Rows per forward call: bounds the logits buffer (rows x n_vocab floats, 100 MB for a 49k
-// vocabulary) and the activation scratch whatever the window length.
-constexpr size_t kBatchRows = 512;
-
-}  // namespace
 
 double token_log_prob(const float* logits, size_t n_vocab, int32_t target) {
   float mx = logits[0];
@@ -24,25 +17,21 @@ double token_log_prob(const float* logits, size_t n_vocab, int32_t target) {
 
 void score_tokens(Transformer& tf, std::span<const int32_t> tokens, size_t keep, size_t first_target,
                   const std::function<void(double)>& on_log_prob) {
-  TS_CHECK(keep < first_target && first_target <= tokens.size() && keep <= tf.n_past(),
+  TS_CHECK(keep < first_target && first_target < tokens.size() && keep <= tf.n_past(),
            "score_tokens: bad ranges (keep ", keep, ", first target ", first_target, ", ", tokens.size(),
            " tokens, ", tf.n_past(), " cached)");
   const size_t n_vocab = tf.model().config().n_vocab;
   tf.truncate(keep);
-  // Positions before the first predicting one only need their keys and values.
-  for (size_t pos = keep; pos + 1 < first_target;) {
-    const size_t n = std::min(kBatchRows, first_target - 1 - pos);
-    tf.forward(tokens.subspan(pos, n), false);
-    pos += n;
-  }
-  // Position p's logits predict token p + 1; the last token is only a target.
-  for (size_t pos = first_target - 1; pos + 1 < tokens.size();) {
-    const size_t n = std::min(kBatchRows, tokens.size() - 1 - pos);
-    const std::span<const float> logits = tf.forward(tokens.subspan(pos, n), true);
-    for (size_t r = 0; r < n; ++r)
-      on_log_prob(token_log_prob(&logits[r * n_vocab], n_vocab, tokens[pos + r + 1]));
-    pos += n;
-  }
+  // One call, so a policy that ranks the tokens of a call together sees the whole span. Row r of
+  // the call is position keep + r, whose logits predict token keep + r + 1; the last token is
+  // only a target.
+  tf.forward_logits(tokens.subspan(keep, tokens.size() - 1 - keep), first_target - 1 - keep,
+                    [&](size_t first_row, std::span<const float> logits) {
+                      for (size_t r = 0; r < logits.size() / n_vocab; ++r) {
+                        const int32_t target = tokens[keep + first_row + r + 1];
+                        on_log_prob(token_log_prob(&logits[r * n_vocab], n_vocab, target));
+                      }
+                    });
 }
 
 }  // namespace ts

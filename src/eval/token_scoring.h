@@ -14,8 +14,8 @@ double token_log_prob(const float* logits, size_t n_vocab, int32_t target);
 
 // For each i in [first_target, tokens.size()), calls on_log_prob(log p(tokens[i] | tokens[0..i))).
 // The KV cache is first truncated to `keep` positions, which must already hold tokens[0..keep)
-// (keep < first_target); the rest is fed in bounded batches, with logits only where targets are
-// predicted. Afterwards the cache holds every token but the last.
+// (keep < first_target < tokens.size()); the rest is fed as one call, with logits only where
+// targets are predicted. Afterwards the cache holds every token but the last.
 void score_tokens(Transformer& tf, std::span<const int32_t> tokens, size_t keep, size_t first_target,
                   const std::function<void(double)>& on_log_prob);
 

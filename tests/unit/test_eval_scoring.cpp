@@ -9,6 +9,7 @@
 #include "eval/loglikelihood.h"
 #include "eval/perplexity.h"
 #include "model/model.h"
+#include "policies/builtin_policies.h"
 
 namespace ts {
 namespace {
@@ -18,11 +19,13 @@ class EvalScoring : public ::testing::Test {
   static void SetUpTestSuite() { model_ = Model::load(TS_SHARED_DIR "/models/stories260K.gguf").release(); }
   static void TearDownTestSuite() { delete model_; }
 
-  // Sum of log p(tokens[i] | tokens[..i]) for i >= first, from one forward pass of a new cache.
+  // Sum of log p(tokens[i] | tokens[..i]) for i >= first, from one forward pass of a new cache
+  // (under the given --policy specs).
   static double brute_force(const std::vector<int32_t>& tokens, size_t first,
-                            std::vector<double>* each = nullptr) {
+                            std::vector<double>* each = nullptr, std::span<const std::string> policies = {}) {
     ThreadPool pool(1);
     Transformer tf(*model_, pool, tokens.size());
+    tf.set_policies(make_policy_stack(policies, *model_));
     const size_t n_vocab = model_->config().n_vocab;
     const auto logits = tf.forward(std::span(tokens).first(tokens.size() - 1), true);
     double sum = 0.0;
@@ -81,6 +84,23 @@ TEST_F(EvalScoring, ScorerWithPrefixReuseMatchesBruteForce) {
       EXPECT_NEAR(scorer.score(p), brute_force(all, p.context.size()), 2e-4)
           << threads << " threads: " << context << continuation;
     }
+  }
+}
+
+TEST_F(EvalScoring, UnderAWholeCallPolicyEachRequestIsOneFreshCall) {
+  // OrthoRank ranks the tokens of a call together (Transformer::ranks_whole_calls): the scorer
+  // then recomputes every request as one call, whatever the cache held before.
+  const std::vector<std::string> policy = {"orthorank:layers=1,3,ratio=0.5"};
+  ThreadPool pool(2);
+  Transformer tf(*model_, pool, 64);
+  tf.set_policies(make_policy_stack(policy, *model_));
+  ASSERT_TRUE(tf.ranks_whole_calls());
+  LoglikelihoodScorer scorer(tf);
+  for (const char* continuation : {" She saw a big dog.", " The sun was hot and the sky was blue."}) {
+    const TokenizedPair p = encode_pair(tok(), "Lily went to the park with her mom.", continuation);
+    std::vector<int32_t> all = p.context;
+    all.insert(all.end(), p.continuation.begin(), p.continuation.end());
+    EXPECT_NEAR(scorer.score(p), brute_force(all, p.context.size(), nullptr, policy), 2e-4) << continuation;
   }
 }
 
