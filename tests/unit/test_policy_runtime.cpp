@@ -324,7 +324,9 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   all_keys.set_policies(stack(std::make_unique<RecentKeys>(1000)));
   const auto want = copy(dense.forward(tokens, true));
   const auto got = copy(all_keys.forward(tokens, true));
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3f);
+  // Two attention implementations (flash chunks, per-key softmax) over the same F16 cache: their
+  // rounding differs by about 1e-3 in the logits (the engine's own tolerance vs float is 0.05).
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 5e-3f);
 
   auto policy = std::make_unique<RecentKeys>(3);
   RecentKeys& r = *policy;
