@@ -1,5 +1,6 @@
 #include "cli/cli_common.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -33,6 +34,25 @@ void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs) {
 
 void attach_policies(const ModelOptions& opts, const Model& model, Transformer& tf) {
   tf.set_policies(make_policy_stack(opts.policies, model));
+}
+
+nlohmann::json policy_sparsity(const Transformer& tf) {
+  if (!tf.policies()) return nullptr;
+  const StepCounts& c = tf.policies()->counts();
+  return {{"attention_fraction", c.fraction(c.attention)},
+          {"ffn_fraction", c.fraction(c.ffn)},
+          {"kv_fraction", c.fraction(c.kv_cached)},
+          {"token_layers", c.token_layers}};
+}
+
+void print_policy_sparsity(const Transformer& tf) {
+  if (!tf.policies()) return;
+  const StepCounts& c = tf.policies()->counts();
+  std::fprintf(
+      stderr,
+      "policies: of %llu (token, layer) pairs %.2f%% ran attention, %.2f%% the FFN, %.2f%% cached K/V\n",
+      static_cast<unsigned long long>(c.token_layers), 100 * c.fraction(c.attention), 100 * c.fraction(c.ffn),
+      100 * c.fraction(c.kv_cached));
 }
 
 std::string default_data_dir() {

@@ -2,6 +2,7 @@
 // Options and helpers shared by the subcommands.
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -27,6 +28,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model);
 void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs);
 // The opts.policies stack for this model on `tf` (nothing without --policy).
 void attach_policies(const ModelOptions& opts, const Model& model, Transformer& tf);
+
+// Fractions of the (token, layer) pairs that ran attention, the FFN and wrote K/V under the
+// attached policies: an object for --json reports, or one stderr line; without policies null / nothing.
+nlohmann::json policy_sparsity(const Transformer& tf);
+void print_policy_sparsity(const Transformer& tf);
 
 // The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
 // directory, i.e. next to the repository when run from its root).

@@ -93,7 +93,7 @@ void score(LoglikelihoodScorer& scorer, TaskRun& run, std::ofstream* samples) {
   run.metrics = acc.metrics();
 }
 
-void print_results(const std::vector<TaskRun>& runs, bool json) {
+void print_results(const std::vector<TaskRun>& runs, const Transformer& tf, bool json) {
   if (json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();  // tasks in the order given
     for (const TaskRun& r : runs) {
@@ -102,6 +102,7 @@ void print_results(const std::vector<TaskRun>& runs, bool json) {
                    {"acc_stderr", r.metrics.acc_stderr},
                    {"n", r.metrics.n}};
     }
+    if (tf.policies()) j["sparsity"] = policy_sparsity(tf);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -110,6 +111,7 @@ void print_results(const std::vector<TaskRun>& runs, bool json) {
     std::printf("%-14s %6zu  %.4f +/- %.4f  %.4f\n", r.name.c_str(), r.metrics.n, r.metrics.acc,
                 r.metrics.acc_stderr, r.metrics.acc_norm);
   }
+  print_policy_sparsity(tf);
 }
 
 void eval(const EvalOptions& o) {
@@ -127,7 +129,7 @@ void eval(const EvalOptions& o) {
   }
   for (TaskRun& run : runs) score(scorer, run, samples.is_open() ? &samples : nullptr);
   TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
-  print_results(runs, o.json);
+  print_results(runs, rt.transformer(), o.json);
 }
 
 }  // namespace

@@ -74,11 +74,13 @@ void ppl(const PplOptions& o) {
                         {"file", corpus.path},
                         {"model", o.model.model_path}};
     if (protocol == "stride") j["stride"] = stride;
+    if (rt.transformer().policies()) j["sparsity"] = policy_sparsity(rt.transformer());
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf(
         "\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
         r.acc.ppl(), r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx, protocol.c_str());
+    print_policy_sparsity(rt.transformer());
   }
 }
 

@@ -80,6 +80,11 @@ void PolicyStack::set_log(DecisionLog* log) {
 void PolicyStack::begin_batch(size_t pos0, size_t n_tok) {
   pos0_ = pos0;
   n_tok_ = n_tok;
+  const uint64_t pairs = uint64_t{n_tok} * n_layers_;
+  counts_.token_layers += pairs;
+  counts_.attention += pairs;
+  counts_.ffn += pairs;
+  counts_.kv_cached += pairs;
   std::fill(record_index_.begin(), record_index_.end(), -1);
   if (log_) log_->batches.push_back({static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok)});
 }
@@ -116,6 +121,10 @@ void PolicyStack::plan_layer(const LayerInput& in, LayerRows& rows) {
   rows.ffn.set_list(sel);
   rows.attn.set_list(sel);
   if (!selection_.kv_for_unselected) rows.kv.set_list(sel);
+  const uint64_t unselected = in.n_tok - sel.size();
+  counts_.attention -= unselected;
+  counts_.ffn -= unselected;
+  if (!selection_.kv_for_unselected) counts_.kv_cached -= unselected;
 
   if (LayerRecord* r = record(in.layer)) {
     const uint8_t unselected = selection_.kv_for_unselected ? kKvCached : 0;
@@ -145,6 +154,7 @@ void PolicyStack::decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& r
       if (r)
         r->flags[t] &= static_cast<uint8_t>(~(kRanAttention | (skips_.cache_skipped_kv ? 0 : kKvCached)));
     }
+    counts_.attention -= rows.attn.size() - kept_rows_.size();
     rows.attn.set_list(kept_rows_);
   }
   if (Policy* p = owner(Hook::KvStorage, in.layer)) {
@@ -157,6 +167,7 @@ void PolicyStack::decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& r
       }
     }
   }
+  counts_.kv_cached -= static_cast<uint64_t>(std::count(storage.begin(), storage.end(), KvStorage::Dropped));
   for (Policy* o : observers(Hook::ObserveKv, in.layer)) o->observe_kv(kv);
 }
 

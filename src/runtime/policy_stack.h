@@ -11,6 +11,15 @@
 
 namespace ts {
 
+// (token, layer) pairs of every batch since the stack was built, and how many of them ran each
+// step: the sparsity the policies achieved, for reports (counted always, unlike the DecisionLog).
+struct StepCounts {
+  uint64_t token_layers = 0, attention = 0, ffn = 0, kv_cached = 0;
+  double fraction(uint64_t ran) const {
+    return token_layers ? static_cast<double>(ran) / static_cast<double>(token_layers) : 1.0;
+  }
+};
+
 class PolicyStack {
  public:
   // Throws ts::Error when a policy rejects the model or two policies claim one decision on a layer.
@@ -18,6 +27,7 @@ class PolicyStack {
 
   const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
   bool ranks_whole_calls() const { return ranks_whole_calls_; }
+  const StepCounts& counts() const { return counts_; }
   // Records from the next batch on into `log` (nullptr: stop).
   void set_log(DecisionLog* log);
 
@@ -59,6 +69,7 @@ class PolicyStack {
   bool ranks_whole_calls_ = false;
 
   DecisionLog* log_ = nullptr;
+  StepCounts counts_;
   size_t pos0_ = 0, n_tok_ = 0;
   std::vector<int64_t> record_index_;  // per layer: this batch's entry in log_->layers, -1 if none
   TokenSelection selection_;           // scratch, reused across layers

@@ -6,19 +6,9 @@
 #include "core/error.h"
 #include "kernels/simd_ops.h"
 #include "model/model.h"
+#include "policies/position_hash.h"
 
 namespace ts {
-namespace {
-
-// A uniform number in [0, 1) fixed by (seed, layer, position), whatever the batching (splitmix64).
-float random_score(uint64_t seed, size_t layer, size_t pos) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (1 + (uint64_t{layer} << 32 | pos));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<float>((z ^ (z >> 31)) >> 40) / static_cast<float>(1 << 24);
-}
-
-}  // namespace
 
 OrthoRank::OrthoRank(PolicyOptions& options)
     : Policy(options.spec()), ratio_option_(options.take_double("ratio", 0, 1)), layers_(options) {
@@ -45,7 +35,7 @@ void OrthoRank::truncate(size_t n_past) {
 float OrthoRank::score(const LayerInput& in, size_t t, std::span<const float> sink) const {
   const size_t pos = in.pos0 + t;
   if (pos == 0) return std::numeric_limits<float>::infinity();
-  if (select_ == Select::Random) return random_score(seed_, in.layer, pos);
+  if (select_ == Select::Random) return uniform_at(seed_, in.layer, pos);
   const std::span<const float> h = score_residual_ ? in.residual_row(t) : in.normed_row(t);
   const float s = std::fabs(ops().dot_f32(sink.data(), h.data(), in.dim));
   if (std::isnan(s)) return std::numeric_limits<float>::infinity();  // a NaN state is never chosen

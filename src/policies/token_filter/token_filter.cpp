@@ -1,0 +1,164 @@
+#include "policies/token_filter/token_filter.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "policies/position_hash.h"
+
+namespace ts {
+
+TokenFilter::TokenFilter(PolicyOptions& o) : Policy(o.spec()) {
+  const auto given = [&](std::string_view key) {
+    return std::any_of(o.spec().options.begin(), o.spec().options.end(),
+                       [&](const auto& kv) { return kv.first == key; });
+  };
+  ratio_ = o.take_double("ratio", 0, 1).value_or(0.5);
+  tail_ = o.take_double("tail", 0, 1);
+  TS_CHECK(!tail_ || *tail_ > 0, "policy tokenfilter: tail=0 filters no layer (give a fraction in (0, 1])");
+  placement_ = o.take_choice<Placement>(
+      "placement", {{"tail", Placement::Tail}, {"head", Placement::Head}, {"uniform", Placement::Uniform}});
+  TS_CHECK(!(placement_ == Placement::Uniform && tail_), "policy tokenfilter: placement=uniform filters ",
+           "every layer and takes no tail=");
+  select_ = o.take_choice<Select>(
+      "select", {{"kv", Select::Kv}, {"k", Select::Key}, {"v", Select::Value}, {"random", Select::Random}});
+  TS_CHECK(select_ == Select::Kv || !given("fusion"),
+           "policy tokenfilter: fusion= applies to select=kv only");
+  fusion_ = o.take_choice<Fusion>(
+      "fusion", {{"printed", Fusion::Printed}, {"intent", Fusion::Intent}, {"mean", Fusion::Mean}});
+  if (select_ == Select::Key) fusion_ = Fusion::KeyOnly;
+  if (select_ == Select::Value) fusion_ = Fusion::ValueOnly;
+  exact_mean_ = o.take_choice<bool>("anchor", {{"ema", false}, {"mean", true}});
+  decay_ = o.take_double("decay", 0, 1).value_or(0.9);
+  anchor_before_ = o.take_choice<bool>("anchor_update", {{"after", false}, {"before", true}});
+  running_variance_ = o.take_choice<bool>("variance", {{"instant", false}, {"running", true}});
+  controller_.printed_sign = o.take_choice<bool>("update", {{"eq4", false}, {"alg1", true}});
+  global_control_ = o.take_choice<bool>("control", {{"layer", false}, {"global", true}});
+  controller_.lr = o.take_double("lr", 0, 10).value_or(0.01);
+  controller_.initial_threshold = o.take_double("threshold", -2, 2).value_or(0.5);
+  run_state_ = o.take_choice<bool>("state", {{"sequence", false}, {"run", true}});
+  per_call_ = o.take_choice<bool>("decide", {{"token", false}, {"call", true}});
+  cache_kv_ = o.take_choice<bool>("kv", {{"drop", false}, {"cache", true}});
+  seed_ = o.take_uint("seed", 0, UINT64_MAX).value_or(0);
+}
+
+void TokenFilter::bind(const Model& model) {
+  const ModelConfig& c = model.config();
+  layers_ = placed_layers(placement_, tail_.value_or(0.5), c.n_layers);
+  const double target = ratio_ * static_cast<double>(c.n_layers) / static_cast<double>(layers_.size());
+  TS_CHECK(target <= 1 + 1e-9, "policy tokenfilter: ratio=", ratio_, " is more than the ", layers_.size(),
+           " filtered layers of ", c.n_layers, " can skip (raise tail= to at least ", ratio_, ")");
+  controller_.target = std::min(target, 1.0);
+  initial_ = {controller_.initial_threshold, {}};
+  n_kv_heads_ = c.n_kv_heads;
+  head_dim_ = c.head_dim;
+  kv_dim_ = n_kv_heads_ * head_dim_;
+  state_.assign(c.n_layers, {});
+  for (LayerState& s : state_) s.live = initial_;
+}
+
+void TokenFilter::truncate(size_t n_past) {
+  for (uint32_t l : layers_) {
+    LayerState& s = state_[l];
+    const auto keep = std::lower_bound(s.steps.begin(), s.steps.end(), n_past,
+                                       [](const Step& step, size_t n) { return step.pos < n; });
+    s.steps.erase(keep, s.steps.end());
+    s.anchors.resize(s.steps.size() * 2 * kv_dim_);
+  }
+}
+
+void TokenFilter::update_anchor(float* anchor, const float* x, uint32_t n_before) const {
+  const float w = exact_mean_ ? 1.0f / static_cast<float>(n_before + 1) : static_cast<float>(1 - decay_);
+  for (size_t i = 0; i < kv_dim_; ++i) anchor[i] += w * (x[i] - anchor[i]);
+}
+
+std::optional<float> TokenFilter::advance(LayerState& s, size_t pos, const float* key, const float* value) {
+  const bool first = s.steps.empty();
+  Step step = first ? Step{} : s.steps.back();
+  step.pos = static_cast<uint32_t>(pos);
+  if (first) step.controller = initial_;
+  if (select_ == Select::Random) {
+    s.steps.push_back(step);
+    if (first) return std::nullopt;
+    return uniform_at(seed_, &s - state_.data(), pos);
+  }
+  const size_t width = 2 * kv_dim_;
+  s.anchors.resize(s.anchors.size() + width);
+  float* anchor_k = &s.anchors[s.anchors.size() - width];
+  float* anchor_v = anchor_k + kv_dim_;
+  if (first) {
+    std::copy(key, key + kv_dim_, anchor_k);
+    std::copy(value, value + kv_dim_, anchor_v);
+    step.n_tokens = 1;
+    s.steps.push_back(step);
+    return std::nullopt;
+  }
+  std::copy(anchor_k - width, anchor_k, anchor_k);  // the previous position's anchors
+  const auto update = [&] {
+    update_anchor(anchor_k, key, step.n_tokens);
+    update_anchor(anchor_v, value, step.n_tokens);
+  };
+  if (anchor_before_) update();
+  HeadSimilarity sk, sv;
+  if (fusion_ != Fusion::ValueOnly)
+    sk = head_similarity({key, kv_dim_}, {anchor_k, kv_dim_}, n_kv_heads_, head_dim_);
+  if (fusion_ != Fusion::KeyOnly)
+    sv = head_similarity({value, kv_dim_}, {anchor_v, kv_dim_}, n_kv_heads_, head_dim_);
+  if (!anchor_before_) update();
+  if (running_variance_) {
+    const bool seeded = step.n_tokens > 1;  // an earlier token was scored
+    const auto smooth = [&](float& run, float now) {
+      run = seeded ? float(decay_ * run + (1 - decay_) * now) : now;
+    };
+    smooth(step.var_k, sk.var);
+    smooth(step.var_v, sv.var);
+    sk.var = step.var_k;
+    sv.var = step.var_v;
+  }
+  ++step.n_tokens;
+  s.steps.push_back(step);
+  return fused_score(fusion_, sk, sv);
+}
+
+SkipCount TokenFilter::observed(size_t layer) const {
+  if (!global_control_) return controller_of(state_[layer]).count;
+  SkipCount all;
+  for (uint32_t l : layers_) all += controller_of(state_[l]).count;
+  return all;
+}
+
+bool TokenFilter::decide(size_t layer, float score) {
+  const SkipCount seen = observed(layer);
+  Controller& c = controller_of(state_[layer]);
+  // Random skipping: the score is a uniform number, skipped below the target.
+  const bool skip = select_ == Select::Random ? score < controller_.target
+                                              : controlled_skip(controller_, c.threshold, seen, score);
+  c.count.add(skip);
+  return skip;
+}
+
+void TokenFilter::skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
+                                 AttentionSkips& out) {
+  LayerState& s = state_[in.layer];
+  out.cache_skipped_kv = cache_kv_;
+  std::optional<float> last;
+  size_t first_scored = running.size();
+  for (size_t i = 0; i < running.size(); ++i) {
+    const uint32_t t = running[i];
+    const size_t r = kv.rows->index_of(t);
+    const std::optional<float> score =
+        advance(s, in.pos0 + t, kv.keys + r * kv_dim_, kv.values + r * kv_dim_);
+    if (!score) continue;  // the sequence's first token seeds the anchors
+    first_scored = std::min(first_scored, i);
+    if (per_call_) {
+      last = score;
+    } else {
+      out.skip[i] = decide(in.layer, *score) ? 1 : 0;
+    }
+  }
+  // Algorithm 1: the call's last token decides for all of them.
+  if (per_call_ && last && decide(in.layer, *last))
+    std::fill(out.skip.begin() + static_cast<std::ptrdiff_t>(first_scored), out.skip.end(), 1);
+}
+
+}  // namespace ts
