@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/cpu_features.h"
+#include "kernels/key_rows.h"
 #include "kernels/q8_activations.h"
 #include "kernels/quant_types.h"
 
@@ -36,6 +37,11 @@ struct SimdOps {
   void (*rope)(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool neox);
   void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                      size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc);
+  // attn_chunk over the listed key/value rows rows[0..n_keys) instead of a contiguous chunk: the
+  // sparse attention of key-selecting policies (TokenButler, Oracle, Quest, H2O), no key copies.
+  void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
+                      const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
+                      float* acc);
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
   void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);

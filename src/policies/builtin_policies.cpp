@@ -1,7 +1,12 @@
 #include "policies/builtin_policies.h"
 
+#include "policies/h2o/h2o.h"
+#include "policies/oracle/oracle.h"
 #include "policies/orthorank/orthorank.h"
+#include "policies/quest/quest.h"
 #include "policies/sleb/layer_removal.h"
+#include "policies/snapkv/snapkv.h"
+#include "policies/streaming/streaming.h"
 #include "policies/token_filter/attention_removal.h"
 #include "policies/token_filter/token_filter.h"
 
@@ -34,6 +39,24 @@ PolicyRegistry build_registry() {
          "ratio=R[,placement=tail|head][,kv=drop|cache]: no attention in the last (first) "
          "round(R*L) layers for any token; the FFN runs",
          make<AttentionRemoval>});
+  // Paper 001's sparse-decode methods: per query head, budget(pos) = ceil((pos+1)*keep) keys plus
+  // 4 sink positions, on layers >= 1 (policies/key_budget.h).
+  const std::string common = "[,sinks=4][,first_layer=1]";
+  r.add({"oracle",
+         "keep=F" + common + ": each query head attends to its keep fraction of keys with the largest q.k",
+         make<OracleKeys>});
+  r.add({"h2o",
+         "keep=F" + common + ": H2O, evicting per head by accumulated attention, half the budget recent",
+         make<H2OKeys>});
+  r.add({"snapkv",
+         "keep=F[,window=32][,pool=7]" + common +
+             ": SnapKV, evicting per head by the observation window's pooled attention",
+         make<SnapKVKeys>});
+  r.add({"quest",
+         "keep=F[,page=16]" + common + ": Quest, query-aware selection of pages by min/max key bounds",
+         make<QuestKeys>});
+  r.add({"streaming", "window=N|keep=F" + common + ": StreamingLLM, sink positions plus a recent window",
+         make<StreamingKeys>});
   return r;
 }
 

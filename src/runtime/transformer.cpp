@@ -345,12 +345,15 @@ void Transformer::attend(size_t layer, size_t pos0) {
       kMinCombinePairs);
 }
 
-// Attention of rows_.attn over explicit key lists, one task per (row, query head): the positions
-// the layer holds up to the token (a cache with holes), or those a policy selects. The lists, and
+// Attention of rows_.attn over explicit key lists: the positions the layer holds up to the token
+// (a cache with holes), or those a policy selects per (row, query head). The lists are chosen
+// first; then each (row, KV head) gathers its keys once for the whole query group when the
+// group's lists agree (holes, group-shared selections), else once per query head. The lists, and
 // the probabilities when a policy watches them, go to the policies afterwards. No keys: output 0.
 void Transformer::attend_listed(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads, group = c.n_heads / c.n_kv_heads;
+  const size_t d = c.n_embd, hd = c.head_dim, kv = cache_.kv_dim(), n_heads = c.n_heads;
+  const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
   const Policy* selector = policies_ ? policies_->key_selector(layer) : nullptr;
@@ -358,38 +361,60 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
   if (selector) policies_->prepare_keys({layer, pos0, &rows, n_heads, hd, q_.data(), &cache_});
   const size_t tasks = rows.size() * n_heads;
   key_spans_.resize(tasks);
-  if (selector) key_lists_.resize(std::max(key_lists_.size(), tasks));
+  if (selector) {
+    key_lists_.resize(std::max(key_lists_.size(), tasks));
+    pool_.parallel_for(tasks, [&](size_t b, size_t e, int) {
+      for (size_t task = b; task < e; ++task) {
+        const size_t i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
+        std::vector<uint32_t>& list = key_lists_[task];
+        list.clear();
+        selector->select_keys({layer, pos, h, h / group, {&q_[i * d + h * hd], hd}, &cache_},
+                              cache_.held(layer, pos), list);
+        key_spans_[task] = list;
+      }
+    });
+  } else {
+    for (size_t task = 0; task < tasks; ++task)
+      key_spans_[task] = cache_.held(layer, pos0 + rows[task / n_heads]);
+  }
   if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
   thread_scores_.resize(static_cast<size_t>(pool_.size()));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(tasks, [&](size_t b, size_t e, int thread) {
-    std::vector<float>& p = thread_scores_[static_cast<size_t>(thread)];
-    for (size_t task = b; task < e; ++task) {
-      const size_t i = task / n_heads, h = task % n_heads, kvh = h / group, pos = pos0 + rows[i];
-      const float* q = &q_[i * d + h * hd];
-      std::span<const uint32_t> keys = cache_.held(layer, pos);
-      if (selector) {
-        std::vector<uint32_t>& list = key_lists_[task];
-        list.clear();
-        selector->select_keys({layer, pos, h, kvh, {q, hd}, &cache_}, keys, list);
-        keys = list;
+  const auto same_keys = [](std::span<const uint32_t> a, std::span<const uint32_t> b) {
+    return a.data() == b.data() ? a.size() == b.size() : std::ranges::equal(a, b);
+  };
+  pool_.parallel_for(rows.size() * c.n_kv_heads, [&](size_t b, size_t e, int thread) {
+    std::vector<float>& part = thread_scores_[static_cast<size_t>(thread)];
+    part.resize(group * (hd + 2));
+    float *m = part.data(), *l = m + group, *acc = l + group;
+    for (size_t pair = b; pair < e; ++pair) {
+      const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, h0 = kvh * group;
+      const std::span<const uint32_t> first = key_spans_[i * n_heads + h0];
+      bool shared = true;
+      for (size_t g = 1; g < group && shared; ++g)
+        shared = same_keys(first, key_spans_[i * n_heads + h0 + g]);
+      const size_t n_q = shared ? group : 1;
+      for (size_t h = h0; h < h0 + group; h += n_q) {
+        const std::span<const uint32_t> keys = key_spans_[i * n_heads + h];
+        float* out = &attn_out_[i * d + h * hd];
+        if (keys.empty()) {
+          std::fill(out, out + n_q * hd, 0.0f);
+          continue;
+        }
+        k.attn_gather(&q_[i * d + h * hd], n_q, cache_.key(layer, 0) + kvh * hd,
+                      cache_.value(layer, 0) + kvh * hd, kv, keys.data(), keys.size(), hd, scale, m, l, acc);
+        for (size_t g = 0; g < n_q; ++g)
+          for (size_t x = 0; x < hd; ++x) out[g * hd + x] = acc[g * hd + x] / l[g];
+        if (!watched) continue;
+        for (size_t g = 0; g < n_q; ++g) {  // probabilities for the observers, from the kernel's max and sum
+          std::vector<float>& p = attn_probs_[i * n_heads + h + g];
+          p.resize(keys.size());
+          const float* q = &q_[i * d + (h + g) * hd];
+          for (size_t j = 0; j < keys.size(); ++j)
+            p[j] =
+                std::exp(scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, q, hd) - m[g]) / l[g];
+        }
       }
-      key_spans_[task] = keys;
-      p.resize(keys.size());
-      float mx = -INFINITY;
-      for (size_t j = 0; j < keys.size(); ++j) {
-        p[j] = scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, q, hd);
-        mx = std::max(mx, p[j]);
-      }
-      float sum = 0.0f;
-      for (float& x : p) sum += (x = std::exp(x - mx));
-      float* out = &attn_out_[i * d + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (size_t j = 0; j < keys.size(); ++j) {
-        p[j] /= sum;
-        k.axpy_f16(p[j], cache_.value(layer, keys[j]) + kvh * hd, out, hd);
-      }
-      if (watched) attn_probs_[task].assign(p.begin(), p.end());
     }
   });
   if (!policies_) return;

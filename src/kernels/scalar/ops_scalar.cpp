@@ -64,12 +64,13 @@ void rope(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool
   }
 }
 
-void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
-                size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
+template <class Rows>
+void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
+               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
   std::vector<float> s(n_keys);
   for (size_t g = 0; g < n_q; ++g) {
     for (size_t j = 0; j < n_keys; ++j)
-      s[j] = dot_f16_f32(k + j * stride, q + g * head_dim, head_dim) * scale;
+      s[j] = dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
     m[g] = *std::max_element(s.begin(), s.end());
     l[g] = 0.0f;
     float* out = acc + g * head_dim;
@@ -77,18 +78,42 @@ void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v
     for (size_t j = 0; j < n_keys; ++j) {
       const float p = std::exp(s[j] - m[g]);
       l[g] += p;
-      axpy_f16(p, v + j * stride, out, head_dim);
+      axpy_f16(p, v + rows[j] * stride, out, head_dim);
     }
   }
+}
+
+void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
+                size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
+  attn_rows(q, n_q, k, v, stride, ContiguousRows{}, n_keys, head_dim, scale, m, l, acc);
+}
+
+void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
+                 const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
+                 float* acc) {
+  attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc);
 }
 
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{
-      "scalar",         gemm_f32,         dot_f32,          dot_f16_f32,    axpy_f16,   f32_to_f16,
-      rms_norm,         silu_mul,         softmax,          rope,           attn_chunk, scalar::quantize_q8,
-      scalar::dot_q4_0, scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
+  static const SimdOps table{"scalar",
+                             gemm_f32,
+                             dot_f32,
+                             dot_f16_f32,
+                             axpy_f16,
+                             f32_to_f16,
+                             rms_norm,
+                             silu_mul,
+                             softmax,
+                             rope,
+                             attn_chunk,
+                             attn_gather,
+                             scalar::quantize_q8,
+                             scalar::dot_q4_0,
+                             scalar::dot_q4_1,
+                             scalar::dot_q8_0,
+                             scalar::gemm_q8};
   return table;
 }
 

@@ -1,0 +1,64 @@
+#pragma once
+// The eviction baselines of paper 001 (H2O, SnapKV) simulated step by step, as its protocol
+// requires: each (layer >= first_layer, query head) keeps an active set of positions; at every
+// step the new token joins, and while more than budget(pos) non-sink tokens are active the one
+// with the lowest importance is evicted for good, except the `recent` newest (protected because
+// they have had no chance to collect attention). The query then attends to the active set (sinks
+// included) and its attention probabilities update the importance. Evicted positions stay in the
+// KV cache (another head may still read them) but are never attended by this head again.
+//
+// A whole forward batch is simulated row by row in prepare_keys, so prefill and decode follow the
+// same per-step rule. The state cannot be rewound: calls are never split or shared (see
+// ranks_whole_calls), and truncate only restarts a sequence.
+#include <cstdint>
+#include <vector>
+
+#include "policies/key_budget.h"
+#include "runtime/policy.h"
+
+namespace ts {
+
+class EvictingKeys : public Policy {
+ public:
+  EvictingKeys(PolicyOptions& options);
+
+  void bind(const Model& model) override;
+  std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }
+  // The eviction state of a step depends on all earlier steps, so no call may start from a
+  // shared prefix of another: the runtime's signal for that is a policy ranking whole calls.
+  bool ranks_whole_calls() const override { return true; }
+  void truncate(size_t n_past) override;
+  void prepare_keys(const QueryRows& q) override;
+  void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+                   std::vector<uint32_t>& keys) const override;
+
+ protected:
+  struct HeadState {
+    std::vector<uint32_t> active;  // ascending
+    std::vector<float> attention;  // per position: attention collected (method-specific window)
+    std::vector<std::vector<uint32_t>> window_keys;  // SnapKV: the last rows' keys and probabilities
+    std::vector<std::vector<float>> window_probs;
+    size_t window_next = 0;
+  };
+  // Adds one step's attention (keys ascending, probabilities) to the head's importance state.
+  virtual void collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const = 0;
+  // Importance of active position j (higher: kept longer).
+  virtual float importance(const HeadState& s, uint32_t j, size_t pos) const = 0;
+  // How many of the newest tokens are never evicted, for a budget.
+  virtual size_t protected_recent(size_t budget) const = 0;
+
+  const KeyBudget& budget() const { return budget_; }
+
+ private:
+  void step(HeadState& s, const QueryRows& q, size_t row, size_t head, std::vector<uint32_t>& keys);
+
+  KeyBudget budget_;
+  size_t n_heads_ = 0, group_ = 1;
+  size_t n_seen_ = 0;                             // positions simulated so far
+  std::vector<HeadState> heads_;                  // [layer][head]
+  std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][head]
+  size_t lists_pos0_ = 0;
+  std::vector<float> logits_;
+};
+
+}  // namespace ts

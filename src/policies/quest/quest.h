@@ -1,0 +1,37 @@
+#pragma once
+// Quest (Tang et al. 2024): the cache is cut into pages of `page` positions; each complete page
+// keeps the element-wise min and max of its keys per channel, and a query scores a page by the
+// upper bound sum_c max(q_c·min_c, q_c·max_c) of its logits there. Each query head reads its own
+// (partial) page plus as many best-scoring earlier pages as the rest of budget(pos) needs, and
+// the sinks. The full cache is kept. (Paper 001's code used |q|·max only and let the simulation
+// see keys of future tokens in the current page; this is the original bound, causal.)
+//
+//   quest:keep=F[,page=16][,sinks=4][,first_layer=1]
+#include "policies/key_budget.h"
+#include "runtime/policy.h"
+
+namespace ts {
+
+class QuestKeys final : public Policy {
+ public:
+  explicit QuestKeys(PolicyOptions& options);
+
+  void bind(const Model& model) override;
+  std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }
+  void truncate(size_t n_past) override;
+  void prepare_keys(const QueryRows& q) override;
+  void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+                   std::vector<uint32_t>& keys) const override;
+
+ private:
+  struct LayerPages {
+    size_t ready = 0;           // pages whose bounds are known
+    std::vector<float> bounds;  // per page: min[kv_dim] then max[kv_dim]
+  };
+  KeyBudget budget_;
+  size_t page_ = 16;
+  size_t kv_dim_ = 0;
+  std::vector<LayerPages> layers_;
+};
+
+}  // namespace ts

@@ -1,0 +1,25 @@
+#pragma once
+// SnapKV (Li et al. 2024), evicting step by step as paper 001's protocol runs it: a token's
+// importance is the attention it received from the last `window` queries (the observation window,
+// default 32), max-pooled over neighbouring positions (kernel `pool`, default 7) so that the
+// neighbours of a salient token survive with it. The observation window itself is kept (up to
+// half the budget), as SnapKV keeps it after prefill.
+//
+//   snapkv:keep=F[,window=32][,pool=7][,sinks=4][,first_layer=1]
+#include "policies/evicting_keys.h"
+
+namespace ts {
+
+class SnapKVKeys final : public EvictingKeys {
+ public:
+  explicit SnapKVKeys(PolicyOptions& options);
+
+ private:
+  void collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const override;
+  float importance(const HeadState& s, uint32_t j, size_t pos) const override;
+  size_t protected_recent(size_t budget) const override { return std::min(window_, budget / 2); }
+
+  size_t window_ = 32, pool_ = 7;
+};
+
+}  // namespace ts

@@ -1,0 +1,23 @@
+#include "policies/streaming/streaming.h"
+
+#include "core/error.h"
+
+namespace ts {
+
+StreamingKeys::StreamingKeys(PolicyOptions& options)
+    : Policy(options.spec()), window_(options.take_uint("window", 0, 1ull << 32)), budget_(options, 1.0) {
+  TS_CHECK(window_.has_value() != budget_.keep_given(), "policy ", name(),
+           ": give either window=N or keep=F");
+}
+
+void StreamingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+                                std::vector<uint32_t>& keys) const {
+  const size_t sinks = budget_.sinks();
+  const size_t budget = budget_.budget(q.pos);
+  const size_t window = window_ ? *window_ : budget > sinks ? budget - sinks : 0;
+  keys.clear();
+  for (uint32_t j : candidates)
+    if (j < sinks || j + window > q.pos) keys.push_back(j);
+}
+
+}  // namespace ts

@@ -1,0 +1,28 @@
+#pragma once
+// StreamingLLM (Xiao et al. 2024) as a key selection: the first `sinks` positions plus a recent
+// window, the rest of the cache unread. window=N fixes the window; keep=F sizes it per query as
+// budget(pos) - sinks (paper 001's code: the sinks count towards the budget).
+//
+//   streaming:window=N|keep=F[,sinks=4][,first_layer=1]
+#include <optional>
+
+#include "policies/key_budget.h"
+#include "runtime/policy.h"
+
+namespace ts {
+
+class StreamingKeys final : public Policy {
+ public:
+  explicit StreamingKeys(PolicyOptions& options);
+
+  void bind(const Model& model) override { budget_.bind(model, name()); }
+  std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }
+  void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+                   std::vector<uint32_t>& keys) const override;
+
+ private:
+  std::optional<uint64_t> window_;
+  KeyBudget budget_;
+};
+
+}  // namespace ts

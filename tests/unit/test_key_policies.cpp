@@ -1,0 +1,194 @@
+// The key-selecting baselines of paper 001 (Oracle, StreamingLLM, Quest, H2O, SnapKV) on the real
+// stories260K model: keep=1 is dense bit for bit, budgets hold, evictions are permanent, and a
+// prefill makes the same choices as token-by-token decode (the simulated-decode protocol).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/quant_types.h"
+#include "model/model.h"
+#include "policies/builtin_policies.h"
+#include "policies/key_budget.h"
+#include "runtime/kv_cache.h"
+#include "runtime/transformer.h"
+
+namespace ts {
+namespace {
+
+const Model& stories() {
+  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  return *model;
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % 500);
+  return t;
+}
+
+// Records the keys every (layer, position, head) attended, from the attention observer hook.
+class KeyRecorder final : public Policy {
+ public:
+  KeyRecorder() : Policy({"keys", {}}) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::ObserveAttention, {}}}; }
+  void observe_attention(const AttentionRows& a) override {
+    for (size_t i = 0; i < a.rows->size(); ++i)
+      for (size_t h = 0; h < a.n_heads; ++h) {
+        const auto k = a.keys_of(i, h);
+        keys[{a.layer, a.pos0 + (*a.rows)[i], h}] = std::vector<uint32_t>(k.begin(), k.end());
+      }
+  }
+  std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
+};
+
+struct Outcome {
+  std::vector<float> logits;
+  std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
+};
+
+// Feeds tokens in calls of `step` tokens under `spec` (empty: dense), all logits.
+Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t step, int threads = 2) {
+  ThreadPool pool(threads);
+  Transformer tf(stories(), pool, 128);
+  KeyRecorder* rec = nullptr;
+  if (!spec.empty()) {
+    std::vector<std::unique_ptr<Policy>> v;
+    v.push_back(builtin_policies().create(spec));
+    auto r = std::make_unique<KeyRecorder>();
+    rec = r.get();
+    v.push_back(std::move(r));
+    tf.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  }
+  Outcome out;
+  for (size_t i = 0; i < tokens.size(); i += step) {
+    const auto l = tf.forward(tokens.subspan(i, std::min(step, tokens.size() - i)), true);
+    out.logits.insert(out.logits.end(), l.begin(), l.end());
+  }
+  if (rec) out.keys = rec->keys;
+  return out;
+}
+
+const char* const kSpecs[] = {"oracle:keep=0.5", "streaming:keep=0.5", "quest:keep=0.5,page=4",
+                              "h2o:keep=0.5", "snapkv:keep=0.5,window=8,pool=3"};
+
+TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
+  const std::vector<uint32_t> cand = {0, 1, 2, 5, 7, 9, 11};
+  const std::vector<float> scores = {0.0f, -1.0f, 3.0f, 2.0f, 3.0f, 9.0f, 2.0f};
+  std::vector<uint32_t> keys;
+  select_top_keys(cand, scores, 3, 2, keys);
+  EXPECT_EQ(keys, (std::vector<uint32_t>{0, 1, 2, 7, 9}));
+  select_top_keys(cand, scores, 4, 0, keys);  // a tie at the threshold goes to the earlier position
+  EXPECT_EQ(keys, (std::vector<uint32_t>{2, 5, 7, 9}));
+  select_top_keys(cand, scores, 0, 1, keys);
+  EXPECT_EQ(keys, (std::vector<uint32_t>{0}));
+  select_top_keys(cand, scores, 10, 0, keys);
+  EXPECT_EQ(keys, cand);
+}
+
+TEST(KeyPolicies, KeepOneIsDenseBitForBit) {
+  const auto tokens = random_tokens(70, 3);
+  const Outcome dense = run("", tokens, 70);
+  for (const char* spec :
+       {"oracle:keep=1", "streaming:window=1000", "quest:keep=1", "h2o:keep=1", "snapkv:keep=1"})
+    EXPECT_EQ(run(spec, tokens, 70).logits, dense.logits) << spec;
+}
+
+TEST(KeyPolicies, BudgetsAndSinksHold) {
+  const auto tokens = random_tokens(90, 4);
+  for (const char* spec : kSpecs) {
+    const Outcome r = run(spec, tokens, 90);
+    const size_t heads = stories().config().n_heads, layers = stories().config().n_layers;
+    ASSERT_EQ(r.keys.size(), layers * 90 * heads) << spec;
+    for (const auto& [at, keys] : r.keys) {
+      const auto [layer, pos, head] = at;
+      ASSERT_TRUE(std::ranges::is_sorted(keys));
+      ASSERT_LE(keys.back(), pos);
+      if (layer == 0) {
+        ASSERT_EQ(keys.size(), pos + 1) << spec;  // layer 0 stays dense
+        continue;
+      }
+      const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.5));
+      for (uint32_t s = 0; s < std::min<size_t>(4, pos + 1); ++s)
+        ASSERT_TRUE(std::ranges::binary_search(keys, s)) << spec << " sink " << s;
+      const size_t slack = std::string(spec).starts_with("quest") ? 4 : 0;  // whole pages
+      ASSERT_LE(keys.size(), budget + 4 + slack) << spec << " pos " << pos;
+      ASSERT_GE(keys.size(), std::min(pos + 1, budget)) << spec << " pos " << pos;
+    }
+  }
+}
+
+TEST(KeyPolicies, PrefillChoosesAsTokenByTokenDecode) {
+  const auto tokens = random_tokens(48, 5);
+  for (const char* spec : kSpecs) {
+    const Outcome whole = run(spec, tokens, 48, 1), steps = run(spec, tokens, 1, 3);
+    EXPECT_EQ(whole.keys, steps.keys) << spec;
+    for (size_t i = 0; i < whole.logits.size(); ++i)
+      ASSERT_NEAR(whole.logits[i], steps.logits[i], 1e-3f) << spec;
+  }
+}
+
+TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
+  const auto tokens = random_tokens(80, 6);
+  for (const char* spec : {"h2o:keep=0.3", "snapkv:keep=0.3"}) {
+    const Outcome r = run(spec, tokens, 80);
+    for (const auto& [at, keys] : r.keys) {
+      const auto [layer, pos, head] = at;
+      if (pos == 0) continue;
+      const auto& before = r.keys.at({layer, pos - 1, head});
+      for (uint32_t k : keys)  // everything attended now (but the new token) was attended before
+        ASSERT_TRUE(k == pos || std::ranges::binary_search(before, k)) << spec << " revived " << k;
+    }
+  }
+  // Oracle on a hand-made cache: the budget keys with the largest q.k of the query's KV head.
+  const ModelConfig& c = stories().config();
+  const size_t kv = size_t{c.n_kv_heads} * c.head_dim, n = 20;
+  KvCache cache(c.n_layers, 32, kv);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (size_t j = 0; j < n; ++j)
+    for (size_t x = 0; x < kv; ++x) cache.key(1, j)[x] = float_to_fp16(normal(rng));
+  cache.set_size(n);
+  std::vector<float> q(c.head_dim);
+  for (float& x : q) x = normal(rng);
+  auto oracle = builtin_policies().create("oracle:keep=0.25,sinks=1");
+  oracle->bind(stories());
+  std::vector<uint32_t> keys, cand(n);
+  for (uint32_t j = 0; j < n; ++j) cand[j] = j;
+  const size_t kv_head = 1;
+  oracle->select_keys({1, n - 1, kv_head * (c.n_heads / c.n_kv_heads), kv_head, q, &cache}, cand, keys);
+  std::vector<std::pair<float, uint32_t>> by_logit;
+  for (uint32_t j = 0; j < n; ++j) {
+    float s = 0;
+    for (size_t x = 0; x < c.head_dim; ++x)
+      s += fp16_to_float(cache.key(1, j)[kv_head * c.head_dim + x]) * q[x];
+    by_logit.push_back({-s, j});
+  }
+  std::ranges::sort(by_logit);
+  std::set<uint32_t> want = {0};
+  for (size_t r = 0; r < 5; ++r) want.insert(by_logit[r].second);
+  EXPECT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end()));
+
+  // StreamingLLM: sinks plus the newest; Quest and Oracle differ from it (query-aware).
+  const Outcome s = run("streaming:sinks=2,window=5", tokens, 80);
+  EXPECT_EQ(s.keys.at({1, 40, 0}), (std::vector<uint32_t>{0, 1, 36, 37, 38, 39, 40}));
+  EXPECT_NE(run("oracle:keep=0.25", tokens, 80).keys.at({2, 79, 3}),
+            run("streaming:keep=0.25", tokens, 80).keys.at({2, 79, 3}));
+}
+
+TEST(KeyPolicies, BadOptionsAreRejected) {
+  EXPECT_THROW(builtin_policies().create("oracle"), Error);  // keep is required
+  EXPECT_THROW(builtin_policies().create("oracle:keep=0"), Error);
+  EXPECT_THROW(builtin_policies().create("quest:keep=0.5,page=0"), Error);
+  EXPECT_THROW(builtin_policies().create("streaming:window=4,keep=0.5"), Error);
+  EXPECT_THROW(builtin_policies().create("h2o:keep=1.5"), Error);
+}
+
+}  // namespace
+}  // namespace ts
