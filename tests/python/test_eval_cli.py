@@ -131,3 +131,46 @@ def test_ppl_usage_errors(ts_bin, stories, tmp_path):
     assert res.returncode == 2 and "--stride" in res.stderr
     res = run(ts_bin, "ppl", "-m", stories, "--dataset", "c4", "--data-dir", str(tmp_path))
     assert "c4-validation.00000-of-00008.first1025.jsonl: cannot open file" in one_error_line(res)
+
+
+@pytest.mark.runtime(3)
+def test_eval_long_context_tasks_on_fixtures(ts_bin, stories, tmp_path):
+    args = ["eval", "--task", "multi_news,needle,kv_retrieval,coref", "-m", stories, "--data-dir", str(FIXTURES),
+            "-t", "1", "--lengths", "400,500", "--depths", "0,1", "--kv-pairs", "2", "--limit", "3", "--seed", "4",
+            "--json", "--samples", str(tmp_path / "s.jsonl")]
+    res = run(ts_bin, *args)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert list(out) == ["multi_news", "needle", "kv_retrieval", "coref"]
+    assert out["multi_news"]["metric"] == "rouge_l" and out["multi_news"]["n"] == 2 and "cells" not in out["multi_news"]
+    assert out["needle"]["metric"] == "exact_match" and out["needle"]["n"] == 3
+    assert sum(c["n"] for c in out["needle"]["cells"]) == 3
+    assert all(set(c) == {"length", "depth", "score", "n"} for c in out["needle"]["cells"])
+    assert out["kv_retrieval"]["n"] == 2 and {c["pairs"] for c in out["kv_retrieval"]["cells"]} == {2}
+    assert set(out["coref"]) == {"acc", "coverage", "acc_stderr", "n"} and out["coref"]["n"] == 3
+    for m in out.values():
+        assert 0 <= m.get("score", m.get("acc")) <= 1
+    samples = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    needles = [s for s in samples if s["task"] == "needle"]
+    assert len(needles) == 3 and all(s["prompt_tokens"] + 24 <= s["cell"]["length"] for s in needles)
+    # Deterministic: the same seed gives the same prompts and outputs.
+    again = run(ts_bin, *args[:-2], "--samples", str(tmp_path / "t.jsonl"))
+    assert again.stdout == res.stdout
+    assert (tmp_path / "t.jsonl").read_text() == (tmp_path / "s.jsonl").read_text()
+    table = run(ts_bin, *args[:-3])
+    assert table.returncode == 0 and "rouge_l" in table.stdout and "length" in table.stdout
+
+
+def test_eval_long_context_bad_data(ts_bin, stories, tmp_path):
+    (tmp_path / "longbench" / "config").mkdir(parents=True)
+    for name in ("dataset2prompt.json", "dataset2maxlen.json"):
+        (tmp_path / "longbench" / "config" / name).write_text((FIXTURES / "longbench" / "config" / name).read_text())
+    (tmp_path / "longbench" / "multi_news.jsonl").write_text('{"input": "", "answers": ["a"]}\n')
+    err = one_error_line(run(ts_bin, "eval", "--task", "multi_news", "-m", stories, "--data-dir", str(tmp_path)))
+    assert f"{tmp_path / 'longbench' / 'multi_news.jsonl'}:1: missing field 'context'" in err
+    err = one_error_line(run(ts_bin, "eval", "--task", "needle", "-m", stories, "--data-dir", str(tmp_path)))
+    assert "wiki.test.raw: cannot open file" in err
+    # A needle length the model cannot hold is an error, not a silent truncation.
+    err = one_error_line(run(ts_bin, "eval", "--task", "needle", "-m", stories, "--data-dir", str(FIXTURES),
+                             "--lengths", "4096"))
+    assert "does not fit the context" in err
