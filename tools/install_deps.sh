@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(g++ clang cmake ninja-build libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-              libcpp-httplib-dev python3-pip unzip)
+# chromium + chromium-driver: the server's web page is tested in headless Chromium through selenium.
+apt_packages=(g++ clang cmake ninja-build pkg-config libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+              libcpp-httplib-dev python3-pip unzip chromium chromium-driver)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

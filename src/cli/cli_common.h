@@ -64,5 +64,6 @@ void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace ts::cli

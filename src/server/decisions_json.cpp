@@ -1,0 +1,44 @@
+#include "server/decisions_json.h"
+
+namespace ts::server {
+
+nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> tokens, const Model& model,
+                              const std::string& request_id) {
+  const size_t n_layers = model.config().n_layers, n_pos = tokens.size();
+  std::vector<std::vector<uint8_t>> flags(n_layers, std::vector<uint8_t>(n_pos, kDenseToken));
+  std::vector<std::vector<float>> scores(n_layers);
+  for (const LayerRecord& r : log.layers) {
+    const BatchRecord& b = log.batches.at(r.batch);
+    if (r.layer >= n_layers) continue;
+    for (size_t t = 0; t < r.flags.size() && b.pos0 + t < n_pos; ++t) {
+      flags[r.layer][b.pos0 + t] = r.flags[t];
+      if (r.scores.empty()) continue;
+      if (scores[r.layer].empty()) scores[r.layer].assign(n_pos, 0.0f);
+      scores[r.layer][b.pos0 + t] = r.scores[t];
+    }
+  }
+  for (const EvictionRecord& e : log.evictions)
+    for (const uint32_t pos : e.positions)
+      if (e.layer < n_layers && pos < n_pos) flags[e.layer][pos] |= kEvicted;
+
+  nlohmann::json token_texts = nlohmann::json::array();
+  for (const int32_t id : tokens) token_texts.push_back(model.tokenizer().token_to_bytes(id, true));
+  nlohmann::json score_rows = nlohmann::json::array();
+  for (const auto& row : scores)
+    score_rows.push_back(row.empty() ? nlohmann::json(nullptr) : nlohmann::json(row));
+  return {{"request_id", request_id},
+          {"policies", log.policies},
+          {"n_layers", n_layers},
+          {"tokens", std::move(token_texts)},
+          {"flags", flags},
+          {"scores", std::move(score_rows)},
+          {"ffn_fraction", log.ffn_fraction()},
+          {"legend",
+           {{"ran_attention", kRanAttention},
+            {"ran_ffn", kRanFfn},
+            {"kv_cached", kKvCached},
+            {"kv_full_precision", kKvFullPrecision},
+            {"evicted", kEvicted}}}};
+}
+
+}  // namespace ts::server

@@ -1,0 +1,26 @@
+#pragma once
+// The policies' decisions during one request as a tokens x layers grid, for the web page's heatmap.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/decision_log.h"
+
+namespace ts::server {
+
+// Cell bit set on top of decision_log.h's TokenFlag bits: a later call evicted the position's K/V
+// from that layer.
+inline constexpr uint8_t kEvicted = 16;
+
+// {"request_id", "policies": [spec...], "n_layers", "tokens": [text per position],
+//  "flags": [layer][position] TokenFlag bits (+kEvicted), "scores": [layer][position] or null per
+//  layer when no policy reported scores there, "ffn_fraction", "legend": {bit name: value}}.
+// `tokens`: those the model ran, position by position. Positions no batch recorded (dense requests record
+// nothing) are dense.
+nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> tokens, const Model& model,
+                              const std::string& request_id);
+
+}  // namespace ts::server
