@@ -20,8 +20,7 @@ void Job::publish_prompt(std::vector<TokenLogprob> logprobs) {
 
 void Job::publish(const std::string& text, const TokenLogprob* logprob) {
   std::lock_guard lock(mutex_);
-  pending_.text += text;
-  if (logprob) pending_.logprobs.push_back(*logprob);
+  pending_.pieces.push_back({text, logprob ? std::optional(*logprob) : std::nullopt});
   pending_.completion_tokens = ++generated_;
   has_news_ = true;
   changed_.notify_all();

@@ -37,8 +37,13 @@ class Job {
   // What the engine produced since the previous take().
   struct Update {
     std::vector<TokenLogprob> prompt_logprobs;  // once, after the prompt ran, when echo with logprobs
-    std::string text;
-    std::vector<TokenLogprob> logprobs;  // of the generated tokens, when asked
+    // Per generated token: the text it made safe to emit (possibly none) and its log-probability
+    // when asked. Streams send one event per token, as OpenAI's do.
+    struct Piece {
+      std::string text;
+      std::optional<TokenLogprob> logprob;
+    };
+    std::vector<Piece> pieces;
     bool done = false;
     std::string finish_reason;  // "stop" | "length" | "cancelled" | "error"
     std::string error;          // with finish_reason "error"

@@ -37,8 +37,10 @@ bool ResponseStream::write_event(httplib::DataSink& sink, const json& event) {
 
 void ResponseStream::absorb(Choice& c, Job::Update& u) const {
   if (!u.prompt_logprobs.empty()) c.prompt_logprobs = std::move(u.prompt_logprobs);
-  c.text += u.text;
-  c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+  for (const Job::Update::Piece& piece : u.pieces) {
+    c.text += piece.text;
+    if (piece.logprob) c.logprobs.push_back(*piece.logprob);
+  }
   c.completion_tokens = u.completion_tokens;
   c.done = u.done;
   c.finish_reason = u.finish_reason;
@@ -56,27 +58,24 @@ bool ResponseStream::pump_events(httplib::DataSink& sink) {
   }
   std::optional<Job::Update> u = jobs_[0]->take(kKeepAlive);
   if (!u) return write(sink, ": keep-alive\n\n");
-  Choice step;
-  absorb(step, *u);
-  if (!step.prompt_logprobs.empty() &&
+  if (!u->prompt_logprobs.empty() &&
       !write_event(sink, completion_chunk(header_, request_.prompt_texts[0],
-                                          completion_logprobs(step.prompt_logprobs, tok_, text_offset_), "")))
+                                          completion_logprobs(u->prompt_logprobs, tok_, text_offset_), "")))
     return false;
-  if (!step.text.empty() || !step.logprobs.empty()) {
-    const json event =
-        chat ? chat_chunk(header_, {{"content", step.text}}, "")
-             : completion_chunk(
-                   header_, step.text,
-                   p.logprobs >= 0 ? completion_logprobs(step.logprobs, tok_, text_offset_) : json(nullptr),
-                   "");
+  for (const Job::Update::Piece& piece : u->pieces) {
+    if (piece.text.empty() && !piece.logprob) continue;
+    json logprobs = nullptr;
+    if (piece.logprob) logprobs = completion_logprobs({*piece.logprob}, tok_, text_offset_);
+    const json event = chat ? chat_chunk(header_, {{"content", piece.text}}, "")
+                            : completion_chunk(header_, piece.text, std::move(logprobs), "");
     if (!write_event(sink, event)) return false;
   }
-  if (!step.done) return true;
-  if (step.finish_reason == "error") {
-    if (!write_event(sink, error_body(step.error, "server_error", 500))) return false;
+  if (!u->done) return true;
+  if (u->finish_reason == "error") {
+    if (!write_event(sink, error_body(u->error, "server_error", 500))) return false;
   } else {
-    const json event = chat ? chat_chunk(header_, json::object(), step.finish_reason)
-                            : completion_chunk(header_, "", nullptr, step.finish_reason);
+    const json event = chat ? chat_chunk(header_, json::object(), u->finish_reason)
+                            : completion_chunk(header_, "", nullptr, u->finish_reason);
     if (!write_event(sink, event)) return false;
   }
   if (!write(sink, "data: [DONE]\n\n")) return false;
