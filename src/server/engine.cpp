@@ -191,7 +191,7 @@ void Engine::decode(Slot& slot) {
   const int32_t next = slot.sampler->sample(slot.logits, slot.tokens);
   ++slot.generated;
   std::string finish;
-  if (tok.is_end_of_generation(next)) {
+  if (!p.ignore_eos && tok.is_end_of_generation(next)) {
     finish = "stop";
   } else {
     slot.tokens.push_back(next);

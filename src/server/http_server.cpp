@@ -79,6 +79,8 @@ class HttpServer {
       return new httplib::ThreadPool(options_.engine.n_slots + options_.engine.max_queue + 8);
     };
     http_.set_payload_max_length(options_.limits.max_body_bytes);
+    // An idle keep-alive connection holds a thread, and shutdown waits for it.
+    http_.set_keep_alive_timeout(2);
     http_.set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       const std::string message = res.status == 413   ? "the request body is too large"

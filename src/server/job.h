@@ -21,8 +21,9 @@ struct GenerationParams {
   int max_tokens = 16;
   SamplerParams sampling{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f};
   std::vector<std::string> stop;
-  int logprobs = -1;  // alternatives per token; -1: no log-probabilities
-  bool echo = false;  // also the prompt's tokens (with log-probabilities when asked)
+  int logprobs = -1;        // alternatives per token; -1: no log-probabilities
+  bool echo = false;        // also the prompt's tokens (with log-probabilities when asked)
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens (fixed-length benchmarks)
 };
 
 struct JobInput {

@@ -102,6 +102,7 @@ ParsedRequest common_fields(Fields& f, const ServerLimits& limits, int default_m
       if (s1.empty()) bad_request("'stop' strings must not be empty");
   }
   r.stream = f.boolean("stream", false);
+  p.ignore_eos = f.boolean("ignore_eos", false);
   if (const json* policy = f.get("policy")) r.policies = parse_policy_field(*policy);
   return r;
 }

@@ -84,9 +84,14 @@ bool ResponseStream::pump_events(httplib::DataSink& sink) {
 }
 
 bool ResponseStream::pump_body(httplib::DataSink& sink) {
+  // Returns to write a keep-alive byte every second even while tokens flow, since only a write
+  // finds out that the client is gone.
+  const auto deadline = std::chrono::steady_clock::now() + kKeepAlive;
   while (next_job_ < jobs_.size()) {
-    std::optional<Job::Update> u = jobs_[next_job_]->take(kKeepAlive);
-    if (!u) return write(sink, " ");
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    std::optional<Job::Update> u;
+    if (left.count() <= 0 || !(u = jobs_[next_job_]->take(left))) return write(sink, " ");
     Choice& c = choices_[next_job_];
     absorb(c, *u);
     if (c.done) ++next_job_;
