@@ -55,6 +55,22 @@ void print_policy_sparsity(const Transformer& tf) {
       100 * c.fraction(c.kv_cached));
 }
 
+std::string held_kv_summary(const KvCache& cache, size_t n_layers) {
+  std::string per_layer;
+  double total = 0.0;
+  for (size_t l = 0; l < n_layers; ++l) {
+    const double f = cache.held_fraction(l);
+    total += f;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%s%.1f", l ? " " : "", 100.0 * f);
+    per_layer += buf;
+  }
+  char head[64];
+  std::snprintf(head, sizeof head,
+                "KV held: %.1f%% (per layer: ", 100.0 * total / static_cast<double>(n_layers));
+  return head + per_layer + ")";
+}
+
 std::string default_data_dir() {
   const char* env = std::getenv("TS_DATA_DIR");
   return env && *env ? env : "../shared/data";

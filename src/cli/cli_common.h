@@ -28,6 +28,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model);
 void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs);
 // The opts.policies stack for this model on `tf` (nothing without --policy).
 void attach_policies(const ModelOptions& opts, const Model& model, Transformer& tf);
+// "KV held: 45.2% (per layer: 100 98.1 ...)": the fraction of the cached positions each layer holds.
+std::string held_kv_summary(const KvCache& cache, size_t n_layers);
 
 // Fractions of the (token, layer) pairs that ran attention, the FFN and wrote K/V under the
 // attached policies: an object for --json reports, or one stderr line; without policies null / nothing.

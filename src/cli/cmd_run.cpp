@@ -49,6 +49,8 @@ void run(const RunOptions& o) {
   std::span<const float> logits = tf.forward(tokens, false);
   const double prompt_s = seconds_since(t0);
   const size_t n_prompt = tokens.size();
+  const std::string kv_after_prompt =
+      tf.policies() ? held_kv_summary(tf.cache(), model->config().n_layers) : "";
 
   t0 = std::chrono::steady_clock::now();
   int generated = 0;
@@ -68,8 +70,8 @@ void run(const RunOptions& o) {
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s | threads %d\n",
                n_prompt, n_prompt / prompt_s, generated, generated / gen_s, pool.size());
   if (tf.policies())
-    std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs\n",
-                 100.0 * decisions.ffn_fraction());
+    std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs; after the prompt %s\n",
+                 100.0 * decisions.ffn_fraction(), kv_after_prompt.c_str());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "policies/streaming/streaming.h"
 #include "policies/token_filter/attention_removal.h"
 #include "policies/token_filter/token_filter.h"
+#include "policies/zipvl/zipvl.h"
 
 namespace ts {
 namespace {
@@ -57,6 +58,15 @@ PolicyRegistry build_registry() {
          make<QuestKeys>});
   r.add({"streaming", "window=N|keep=F" + common + ": StreamingLLM, sink positions plus a recent window",
          make<StreamingKeys>});
+  r.add(
+      {"zipvl",
+       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]: per layer only the "
+       "prompt tokens holding tau of the (probe-estimated) attention run attention and stay in the KV cache",
+       [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Tau); }});
+  r.add({"fixedratio",
+         "keep=R[,after=2][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]: ZipVL's "
+         "selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
+         [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Fixed); }});
   return r;
 }
 

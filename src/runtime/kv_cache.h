@@ -32,6 +32,11 @@ class KvCache {
   void clear() { set_size(0); }
 
   bool holds_all(size_t layer) const { return !partial_[layer]; }
+  // Fraction of the cached positions this layer holds (1 without holes; 1 when empty).
+  double held_fraction(size_t layer) const {
+    return holds_all(layer) || n_used_ == 0 ? 1.0
+                                            : static_cast<double>(held(layer, n_used_ - 1).size()) / n_used_;
+  }
   // The positions a layer holds up to and including `pos` (below size() or in the batch being
   // written), ascending.
   std::span<const uint32_t> held(size_t layer, size_t pos) const;

@@ -7,7 +7,7 @@
 //   2. select_tokens        which tokens run the layer; the rest pass h through unchanged but
 //                           still write their K/V unless the policy says so  (OrthoRank, SLEB)
 //   3. skip_attention       which running tokens skip Q/attention/O; their FFN still runs, their
-//                           K/V enter the cache or not                        (Token Filtering)
+//                           K/V enter the cache or not       (Token Filtering; ZipVL from probe queries)
 //   4. choose_kv_storage    each written token's K/V storage                  (KVSink, PFN, KIVI)
 //   5. observe_kv           the post-RoPE K and V being written               (Quest, anchors)
 //   6. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest),
@@ -90,6 +90,10 @@ struct KvRows {
   size_t kv_dim = 0, head_dim = 0;
   const float* keys = nullptr;    // [rows.size()][kv_dim]
   const float* values = nullptr;  // [rows.size()][kv_dim]
+  // The same rows' post-RoPE queries, [rows.size()][n_heads * head_dim], when the layer's
+  // skip_attention owner reads them (Policy::skips_by_queries); else nullptr.
+  const float* queries = nullptr;
+  size_t n_heads = 0;
 };
 
 // skip_attention's answer, one entry per running row (LayerRows::ffn order), preset to 0.
@@ -165,6 +169,9 @@ class Policy {
   virtual void observe_layer_input(const LayerInput&) {}
   virtual void select_tokens(const LayerInput&, TokenSelection&) {}
   virtual void skip_attention(const LayerInput&, const KvRows&, const RowSet& /*running*/, AttentionSkips&) {}
+  // True when skip_attention decides from the queries (ZipVL's probe attention): the layer then
+  // projects Q for every K/V row before the decision, and KvRows::queries holds them.
+  virtual bool skips_by_queries() const { return false; }
   virtual void choose_kv_storage(const LayerInput&, const KvRows&, std::span<KvStorage> /*per kv row*/) {}
   virtual void observe_kv(const KvRows&) {}
   // Once per layer before its select_keys calls, with every query about to attend.

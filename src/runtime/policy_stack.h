@@ -36,6 +36,10 @@ class PolicyStack {
   // Observers of the layer input, then the token selection: sets rows (every row when no policy selects).
   void plan_layer(const LayerInput& in, LayerRows& rows);
   bool skips_attention(size_t layer) const { return owner(Hook::SkipAttention, layer) != nullptr; }
+  bool skips_by_queries(size_t layer) const {
+    const Policy* p = owner(Hook::SkipAttention, layer);
+    return p && p->skips_by_queries();
+  }
   // Whether decide_kv has anything to do at this layer.
   bool decides_kv(size_t layer) const {
     return skips_attention(layer) || owner(Hook::KvStorage, layer) ||

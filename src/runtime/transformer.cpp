@@ -35,7 +35,8 @@ Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, Mat
     : model_(model),
       pool_(pool),
       precision_(precision),
-      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
+      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim),
+      held_copies_(model.config().n_layers) {}
 
 void Transformer::truncate(size_t n) {
   cache_.set_size(std::min(n, cache_.size()));
@@ -163,8 +164,11 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
   const LayerWeights& L = model_.layers()[layer];
   const size_t d = c.n_embd, kv = cache_.kv_dim();
 
-  // K and V of rows_.kv, with Q in the same product when the same tokens need it (dense layers).
-  const bool fused_qkv = rows_.attn == rows_.kv && !(policies_ && policies_->skips_attention(layer));
+  // K and V of rows_.kv, with Q in the same product when the same tokens need it (dense layers)
+  // or when the policy deciding attention skips reads every row's query.
+  const bool skips = policies_ && policies_->skips_attention(layer);
+  const bool skip_reads_q = skips && policies_->skips_by_queries(layer);
+  const bool fused_qkv = rows_.attn == rows_.kv && (!skips || skip_reads_q);
   const float* x_kv = rows_.kv.gather(xn_.data(), d, xg_);
   if (fused_qkv) {
     matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_,
@@ -177,14 +181,18 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
     add_bias(k_.data(), L.bk, rows_.kv.size());
     add_bias(v_.data(), L.bv, rows_.kv.size());
   }
-  // Policies that look at the rotated keys before they are stored get them first.
+  // Policies that look at the rotated keys (and queries) before they are stored get them first.
   const bool kv_decided = policies_ && policies_->decides_kv(layer);
   if (kv_decided) {
     rope_rows(k_.data(), rows_.kv, c.n_kv_heads, kv);
-    const KvRows written{layer, pos0, &rows_.kv, kv, c.head_dim, k_.data(), v_.data()};
+    if (skip_reads_q) rope_rows(q_.data(), rows_.kv, c.n_heads, d);
+    const KvRows written{layer,      pos0,      &rows_.kv, kv,
+                         c.head_dim, k_.data(), v_.data(), skip_reads_q ? q_.data() : nullptr,
+                         c.n_heads};
     policies_->decide_kv(layer_input(layer, n_tok, pos0), written, rows_, kv_storage_);
   }
-  rope_and_store(layer, n_tok, pos0, !kv_decided, fused_qkv, kv_decided ? kv_storage_.data() : nullptr);
+  rope_and_store(layer, n_tok, pos0, !kv_decided, fused_qkv && !skip_reads_q,
+                 kv_decided ? kv_storage_.data() : nullptr);
   if (rows_.attn.empty()) return;
 
   // Q (unless projected above), attention and O of rows_.attn.
@@ -193,11 +201,13 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
     matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
     if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
     rope_rows(q_.data(), rows_.attn, c.n_heads, d);
+  } else if (m < rows_.kv.size()) {  // the queries of the rows left attending, compacted in order
+    for (size_t i = 0; i < m; ++i) {
+      const size_t from = rows_.kv.index_of(rows_.attn[i]);
+      if (from != i) std::copy_n(&q_[from * d], d, &q_[i * d]);
+    }
   }
-  const bool key_lists =
-      !cache_.holds_all(layer) ||
-      (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer)));
-  if (key_lists) {
+  if (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer))) {
     attend_listed(layer, pos0);
   } else {
     attend(layer, pos0);
@@ -276,22 +286,53 @@ void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool r
   }
 }
 
-// Flash-style attention of rows_.attn over every cached key up to each token's position.
+// The keys a layer's attention reads, rows `stride` elements apart: the cache from position 0
+// when the layer holds every position, else the compact copy of the positions it holds (so a
+// layer with holes runs the same tiled kernel over fewer keys). Keys of batch row r: the first
+// count(r) rows.
+Transformer::KeyRows Transformer::key_rows(size_t layer, size_t pos0, size_t n_tok) {
+  if (cache_.holds_all(layer)) return {cache_.key(layer, 0), cache_.value(layer, 0), {}};
+  HeldCopy& copy = held_copies_[layer];
+  const std::span<const uint32_t> held = cache_.held(layer, pos0 + n_tok - 1);
+  const size_t kv = cache_.kv_dim();
+  // Rows at positions >= pos0 are being rewritten; below, the copy is valid as far as it agrees
+  // with the cache's list (evictions remove rows from the middle).
+  size_t same = std::lower_bound(copy.positions.begin(), copy.positions.end(), pos0) - copy.positions.begin();
+  same =
+      std::mismatch(copy.positions.begin(), copy.positions.begin() + same, held.begin(), held.end()).first -
+      copy.positions.begin();
+  copy.positions.assign(held.begin(), held.end());
+  copy.keys.resize(held.size() * kv);
+  copy.values.resize(held.size() * kv);
+  for (size_t j = same; j < held.size(); ++j) {
+    std::copy_n(cache_.key(layer, held[j]), kv, &copy.keys[j * kv]);
+    std::copy_n(cache_.value(layer, held[j]), kv, &copy.values[j * kv]);
+  }
+  return {copy.keys.data(), copy.values.data(), copy.positions};
+}
+
+// Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
+  const KeyRows keys = key_rows(layer, pos0, rows[rows.size() - 1] + 1);
+  const auto n_keys_of = [&](size_t i) -> size_t {
+    const uint32_t pos = static_cast<uint32_t>(pos0 + rows[i]);
+    if (keys.positions.empty()) return pos + 1;
+    return std::upper_bound(keys.positions.begin(), keys.positions.end(), pos) - keys.positions.begin();
+  };
 
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them. Decode has few (row, KV head) pairs, so
   // long caches are cut into chunks that the threads share (flash-decoding), merged below.
-  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = pos0 + rows[rows.size() - 1] + 1;
+  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = n_keys_of(rows.size() - 1);
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
-  size_t chunk = n_keys_max;
+  size_t chunk = std::max<size_t>(n_keys_max, 1);
   if (pairs < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, pairs)));
-  const size_t n_chunks = ceil_div(n_keys_max, chunk), parts = pairs * n_chunks * group;
+  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk), parts = pairs * n_chunks * group;
   part_m_.resize(parts);
   part_l_.resize(parts);
   part_acc_.resize(parts * hd);
@@ -304,16 +345,16 @@ void Transformer::attend(size_t layer, size_t pos0) {
         for (size_t task = b; task < e; ++task) {
           const size_t pair = task / n_chunks, ci = task % n_chunks;
           const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-          const size_t n_keys = pos0 + rows[i] + 1, start = ci * chunk;  // causal: keys up to this token
+          const size_t n_keys = n_keys_of(i), start = ci * chunk;  // causal: keys up to this token
           float* m = &part_m_[task * group];
           float* l = &part_l_[task * group];
           if (start >= n_keys) {
             std::fill(l, l + group, 0.0f);
             continue;
           }
-          k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
-                       cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale,
-                       m, l, &part_acc_[task * group * hd]);
+          k.attn_chunk(&q_[i * d + kvh * group * hd], group, keys.k + start * kv + kvh * hd,
+                       keys.v + start * kv + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m, l,
+                       &part_acc_[task * group * hd]);
         }
       },
       attn_min_items);
@@ -338,6 +379,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
               denom += w * part_l_[p];
               for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[p * hd + x];
             }
+            if (denom == 0.0f) continue;  // the layer holds no key up to this token: output 0
             for (size_t x = 0; x < hd; ++x) out[x] /= denom;
           }
         }

@@ -1,0 +1,69 @@
+#include "policies/zipvl/probe_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "kernels/simd_ops.h"
+
+namespace ts {
+namespace {
+// Probe queries per matrix product: bounds the score buffer at long contexts (exact mode).
+constexpr size_t kProbeBlock = 64;
+}  // namespace
+
+std::vector<uint32_t> probe_rows(size_t n, size_t n_probes, uint64_t seed, size_t layer) {
+  std::vector<uint32_t> rows;
+  if (n_probes == 0 || n <= n_probes) {
+    rows.resize(n);
+    for (size_t i = 0; i < n; ++i) rows[i] = static_cast<uint32_t>(i);
+    return rows;
+  }
+  const size_t recent = n_probes / 2, n_random = n_probes - recent, pool = n - recent;
+  // Floyd's sampling: n_random distinct rows of 0..pool-1.
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + layer);
+  for (size_t top = pool - n_random; top < pool; ++top) {
+    const auto r = static_cast<uint32_t>(rng() % (top + 1));
+    rows.push_back(std::find(rows.begin(), rows.end(), r) == rows.end() ? r : static_cast<uint32_t>(top));
+  }
+  for (size_t i = pool; i < n; ++i) rows.push_back(static_cast<uint32_t>(i));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+ColumnScores probe_attention(const KvRows& kv, const std::vector<uint32_t>& probes) {
+  TS_CHECK(kv.queries != nullptr, "probe attention needs the layer's queries");
+  const SimdOps& k = ops();
+  const size_t n = kv.rows->size(), hd = kv.head_dim, n_kv_heads = kv.kv_dim / hd;
+  const size_t group = kv.n_heads / n_kv_heads, q_stride = kv.n_heads * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  ColumnScores out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  // Causal: column j can be non-zero in one row per head of every probe at row >= j.
+  for (uint32_t i : probes) out.nnz[i] += static_cast<double>(kv.n_heads);
+  for (size_t j = n - 1; j-- > 0;) out.nnz[j] += out.nnz[j + 1];
+
+  std::vector<float> keys(n * hd), queries(kProbeBlock * group * hd), scores;
+  for (size_t kvh = 0; kvh < n_kv_heads; ++kvh) {
+    for (size_t j = 0; j < n; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &keys[j * hd]);
+    for (size_t b = 0; b < probes.size(); b += kProbeBlock) {
+      const size_t nb = std::min(kProbeBlock, probes.size() - b), n_q = nb * group;
+      const size_t n_keys = probes[b + nb - 1] + 1;  // no probe of the block sees further
+      for (size_t p = 0; p < nb; ++p)
+        std::copy_n(kv.queries + probes[b + p] * q_stride + kvh * group * hd, group * hd,
+                    &queries[p * group * hd]);
+      scores.resize(n_q * n_keys);
+      k.gemm_f32(keys.data(), n_keys, queries.data(), hd, n_q, hd, scores.data(), n_keys);
+      for (size_t r = 0; r < n_q; ++r) {
+        const size_t seen = probes[b + r / group] + 1;
+        float* s = &scores[r * n_keys];
+        for (size_t j = 0; j < seen; ++j) s[j] *= scale;
+        k.softmax(s, seen);
+        for (size_t j = 0; j < seen; ++j) out.sum[j] += s[j];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ts

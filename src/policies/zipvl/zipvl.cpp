@@ -1,0 +1,68 @@
+#include "policies/zipvl/zipvl.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "policies/zipvl/probe_attention.h"
+
+namespace ts {
+
+ZipVL::ZipVL(PolicyOptions& options, Budget budget) : Policy(options.spec()), budget_(budget) {
+  if (budget_ == Budget::Tau) {
+    tau_ = options.take_double("tau", 0.0, 1.0).value_or(tau_);
+  } else {
+    const std::optional<double> keep = options.take_double("keep", 0.0, 1.0);
+    TS_CHECK(keep, "policy ", name(), ": give the kept fraction, keep=R with 0 < R <= 1");
+    keep_ = *keep;
+    first_layer_ = options.take_uint("after", 0, 1u << 16).value_or(2);
+  }
+  TS_CHECK(tau_ > 0.0 && keep_ > 0.0, "policy ", name(), ": tau and keep must be above 0");
+  if (const std::optional<std::string> probes = options.take_string("probes")) {
+    const char* end = probes->data() + probes->size();
+    const auto [stop, err] = std::from_chars(probes->data(), end, n_probes_);
+    TS_CHECK(*probes == "all" || (err == std::errc() && stop == end && n_probes_ >= 2), "policy ", name(),
+             ": probes=", *probes, " is not a count of at least 2 or 'all'");
+    if (*probes == "all") n_probes_ = 0;
+  }
+  rank_ = options.take_choice<TokenRank>("score",
+                                         {{"normalized", TokenRank::Normalized}, {"sum", TokenRank::Sum}});
+  seed_ = options.take_uint("seed", 0, UINT64_MAX).value_or(0);
+  keep_last_ = options.take_uint("keep_last", 0, 1).value_or(0) == 1;
+}
+
+void ZipVL::bind(const Model& model) {
+  const size_t n_layers = model.config().n_layers;
+  TS_CHECK(first_layer_ < n_layers, "policy ", name(), ": after=", first_layer_,
+           " leaves no layer (the model has ", n_layers, ")");
+  kept_ratios_.assign(n_layers, 1.0);
+}
+
+std::vector<HookClaim> ZipVL::claims() const {
+  std::vector<uint32_t> layers(kept_ratios_.size() - first_layer_);
+  std::iota(layers.begin(), layers.end(), static_cast<uint32_t>(first_layer_));
+  return {{Hook::SkipAttention, layers}};
+}
+
+void ZipVL::skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
+                           AttentionSkips& out) {
+  if (in.pos0 != 0) return;  // decode: new tokens attend and are kept
+  TS_CHECK(running.is_all() && kv.rows->is_all(), "policy ", name(), " runs on layers every token runs");
+  const size_t n = in.n_tok;
+  const ColumnScores scores = probe_attention(kv, probe_rows(n, n_probes_, seed_, in.layer));
+  const size_t p =
+      budget_ == Budget::Tau
+          ? important_count(scores.sum, tau_)
+          : std::max<size_t>(1, static_cast<size_t>(std::lround(keep_ * static_cast<double>(n))));
+  std::fill(out.skip.begin(), out.skip.end(), 1);
+  for (uint32_t t : top_tokens(scores, p, rank_)) out.skip[t] = 0;
+  if (keep_last_) out.skip[n - 1] = 0;
+  out.cache_skipped_kv = false;
+  const auto kept = static_cast<size_t>(std::count(out.skip.begin(), out.skip.end(), 0));
+  kept_ratios_[in.layer] = static_cast<double>(kept) / static_cast<double>(n);
+}
+
+}  // namespace ts

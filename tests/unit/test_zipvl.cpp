@@ -1,0 +1,277 @@
+// ZipVL (paper 004): the ratio and the selection on attention matrices with known answers, the
+// probe estimate against brute force, and the policy on stories260K: everything kept equals dense
+// bit for bit, the tiled attention over kept tokens equals the per-key path, and the ragged cache
+// keeps the right positions through decode and truncation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "policies/builtin_policies.h"
+#include "policies/zipvl/important_tokens.h"
+#include "policies/zipvl/probe_attention.h"
+#include "policies/zipvl/zipvl.h"
+#include "runtime/kv_cache.h"
+#include "runtime/transformer.h"
+
+namespace ts {
+namespace {
+
+const Model& stories() {
+  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  return *model;
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % 500);
+  return t;
+}
+
+std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+// Column statistics of a full causal attention matrix (rows sum to 1, row i sees columns 0..i).
+ColumnScores columns_of(const std::vector<std::vector<double>>& a) {
+  const size_t n = a.size();
+  ColumnScores s{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j <= i; ++j) {
+      s.sum[j] += a[i][j];
+      s.nnz[j] += 1;
+    }
+  return s;
+}
+
+TEST(ZipVLSelection, CountIsTheFewestTokensReachingTau) {
+  const std::vector<double> sums{5, 1, 3, 1};  // total 10; sorted 5, 3, 1, 1
+  EXPECT_EQ(important_count(sums, 0.5), 1u);
+  EXPECT_EQ(important_count(sums, 0.51), 2u);
+  EXPECT_EQ(important_count(sums, 0.8), 2u);
+  EXPECT_EQ(important_count(sums, 0.85), 3u);
+  EXPECT_EQ(important_count(sums, 0.95), 4u);
+  EXPECT_EQ(important_count(sums, 1.0), 4u);
+  EXPECT_EQ(important_count({}, 0.9), 0u);
+}
+
+// A 4-token causal matrix: token 0 is a sink everyone attends to, token 3 gets its own attention.
+//   row 0: 1
+//   row 1: .9 .1
+//   row 2: .8 .1 .1
+//   row 3: .4 .0 .0 .6
+// Column sums 3.1, .2, .1, .6 (total 4); nnz 4, 3, 2, 1; normalized .775, .067, .05, .6.
+TEST(ZipVLSelection, KnownMatrixGivesKnownRatioAndTokens) {
+  const std::vector<std::vector<double>> a{{1}, {.9, .1}, {.8, .1, .1}, {.4, 0, 0, .6}};
+  const ColumnScores s = columns_of(a);
+  EXPECT_EQ(important_count(s.sum, 0.9), 2u);   // 3.1 + .6 = 3.7 >= 3.6
+  EXPECT_EQ(important_count(s.sum, 0.95), 3u);  // 3.9 >= 3.8
+  EXPECT_EQ(important_count(s.sum, 0.99), 4u);  // 4.0 >= 3.96
+  EXPECT_EQ(top_tokens(s, 2, TokenRank::Normalized), (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(top_tokens(s, 3, TokenRank::Normalized), (std::vector<uint32_t>{0, 1, 3}));
+  EXPECT_EQ(top_tokens(s, 4, TokenRank::Normalized), (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
+// Normalization removes the lower-triangle bias: an early token read weakly by many rows has the
+// larger sum, a late token read strongly by its few rows the larger normalized score.
+TEST(ZipVLSelection, NormalizedAndSumRankDifferently) {
+  const size_t n = 8;
+  std::vector<std::vector<double>> a(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i].assign(i + 1, 0.0);
+    a[i][0] = 0.5;  // the sink
+    if (i >= 1) a[i][1] = 0.2;
+    if (i >= 6) a[i][6] = 0.3;
+    double rest = 1.0;
+    for (double x : a[i]) rest -= x;
+    a[i][i] += rest;  // the remainder on the diagonal
+  }
+  const ColumnScores s = columns_of(a);
+  // Sums: token 0 4.5, token 1 .5 + 6 * .2 = 1.7, token 6 .3 + .3 = .6, tokens 2-5 .3, token 7 0.
+  EXPECT_EQ(top_tokens(s, 2, TokenRank::Sum), (std::vector<uint32_t>{0, 1}));
+  // Normalized: token 0 4.5 / 8, token 6 .6 / 2 = .3, token 1 1.7 / 7 = .243.
+  EXPECT_EQ(top_tokens(s, 2, TokenRank::Normalized), (std::vector<uint32_t>{0, 6}));
+  EXPECT_EQ(top_tokens(s, 3, TokenRank::Normalized), (std::vector<uint32_t>{0, 1, 6}));
+}
+
+TEST(ZipVLSelection, TiesGoToTheLaterToken) {
+  const ColumnScores s{{1, 1, 1}, {1, 1, 1}};
+  EXPECT_EQ(top_tokens(s, 1, TokenRank::Normalized), (std::vector<uint32_t>{2}));
+}
+
+TEST(ZipVLProbes, RecentAndDistinctRandomRowsFixedBySeedAndLayer) {
+  const auto rows = probe_rows(1000, 128, 7, 3);
+  ASSERT_EQ(rows.size(), 128u);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_EQ(std::adjacent_find(rows.begin(), rows.end()), rows.end());  // distinct
+  for (size_t i = 0; i < 64; ++i) EXPECT_EQ(rows[64 + i], 936 + i);     // the 64 most recent
+  EXPECT_LT(rows[63], 936u);
+  EXPECT_EQ(rows, probe_rows(1000, 128, 7, 3));
+  EXPECT_NE(rows, probe_rows(1000, 128, 7, 4));
+  EXPECT_NE(rows, probe_rows(1000, 128, 8, 3));
+  EXPECT_EQ(probe_rows(100, 128, 7, 3).size(), 100u);  // short prompts: every row
+  EXPECT_EQ(probe_rows(1000, 0, 7, 3).size(), 1000u);  // probes=all
+  EXPECT_EQ(probe_rows(130, 128, 1, 0).size(), 128u);  // the random half fills 0..65 densely enough
+}
+
+// The probe estimate against a brute-force double computation: 2 KV heads, 3 query heads each,
+// odd head dim and a batch longer than one probe block.
+TEST(ZipVLProbes, AttentionMatchesBruteForce) {
+  const size_t n = 150, hd = 9, n_kv = 2, n_heads = 6, group = 3, kv_dim = n_kv * hd;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> keys(n * kv_dim), values(n * kv_dim), queries(n * n_heads * hd);
+  for (float& x : keys) x = g(rng);
+  for (float& x : queries) x = 2.0f * g(rng);
+  RowSet rows;
+  rows.set_all(n);
+  const KvRows kv{0, 0, &rows, kv_dim, hd, keys.data(), values.data(), queries.data(), n_heads};
+  for (size_t n_probes : {size_t{0}, size_t{40}}) {
+    const auto probes = probe_rows(n, n_probes, 1, 0);
+    const ColumnScores got = probe_attention(kv, probes);
+    std::vector<double> sum(n, 0.0), nnz(n, 0.0);
+    for (uint32_t i : probes)
+      for (size_t h = 0; h < n_heads; ++h) {
+        std::vector<double> s(i + 1);
+        double mx = -INFINITY, total = 0;
+        for (size_t j = 0; j <= i; ++j) {
+          double d = 0;
+          for (size_t x = 0; x < hd; ++x)
+            d += double{queries[(i * n_heads + h) * hd + x]} * keys[j * kv_dim + (h / group) * hd + x];
+          s[j] = d / std::sqrt(double(hd));
+          mx = std::max(mx, s[j]);
+        }
+        for (double& x : s) total += (x = std::exp(x - mx));
+        for (size_t j = 0; j <= i; ++j) {
+          sum[j] += s[j] / total;
+          nnz[j] += 1;
+        }
+      }
+    for (size_t j = 0; j < n; ++j) {
+      ASSERT_NEAR(got.sum[j], sum[j], 1e-4 * (1 + sum[j])) << j;
+      ASSERT_EQ(got.nnz[j], nnz[j]) << j;
+    }
+    if (n_probes == 0) {
+      EXPECT_EQ(got.nnz[0], double(n * n_heads));  // eq. 8: n - j per head
+    }
+  }
+}
+
+TEST(ZipVLPolicy, OptionsAreChecked) {
+  const PolicyRegistry& r = builtin_policies();
+  EXPECT_EQ(r.create("zipvl")->name(), "zipvl");
+  EXPECT_NO_THROW(r.create("zipvl:tau=0.96,probes=all,score=sum,seed=3"));
+  EXPECT_NO_THROW(r.create("fixedratio:keep=0.5,after=2,probes=64"));
+  EXPECT_THROW(r.create("zipvl:tau=0"), Error);
+  EXPECT_THROW(r.create("zipvl:tau=1.5"), Error);
+  EXPECT_THROW(r.create("zipvl:probes=many"), Error);
+  EXPECT_THROW(r.create("zipvl:probes=1"), Error);
+  EXPECT_THROW(r.create("zipvl:keep=0.5"), Error);
+  EXPECT_THROW(r.create("fixedratio"), Error);
+  EXPECT_THROW(make_policy_stack(std::vector<std::string>{"fixedratio:keep=0.5,after=5"}, stories()), Error);
+}
+
+TEST(ZipVLPolicy, EverythingKeptEqualsDenseBitForBit) {
+  const auto tokens = random_tokens(70, 1);
+  for (const char* spec : {"zipvl:tau=1", "fixedratio:keep=1,after=0"}) {
+    ThreadPool pool(2);
+    Transformer dense(stories(), pool, 80), sparse(stories(), pool, 80);
+    sparse.set_policies(make_policy_stack(std::vector<std::string>{spec}, stories()));
+    const auto prompt = std::span(tokens).first(60);
+    EXPECT_EQ(copy(dense.forward(prompt, true)), copy(sparse.forward(prompt, true))) << spec;
+    for (size_t i = 60; i < tokens.size(); ++i) {
+      const auto step = std::span(tokens).subspan(i, 1);
+      ASSERT_EQ(copy(dense.forward(step, false)), copy(sparse.forward(step, false))) << spec << " at " << i;
+    }
+  }
+}
+
+// Watches attention on every layer, which sends it through the per-key path (attend_listed).
+class AttentionWatcher final : public Policy {
+ public:
+  AttentionWatcher() : Policy({"watch", {}}) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::ObserveAttention, {}}}; }
+};
+
+// The tiled kernel over the kept tokens (compact copy of each layer's held K/V) against the per-key
+// attention over the same held positions, in prefill and decode; the policy's choices are equal
+// up to the rounding of the two kernels, so the logits agree within the engine's kernel tolerance.
+TEST(ZipVLPolicy, TiledAttentionOverKeptTokensMatchesPerKeyAttention) {
+  const auto tokens = random_tokens(300, 2);
+  ThreadPool pool(2);
+  Transformer tiled(stories(), pool, 320), listed(stories(), pool, 320);
+  const std::vector<std::string> spec{"zipvl:tau=0.9,probes=64"};
+  tiled.set_policies(make_policy_stack(spec, stories()));
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(builtin_policies().create(spec[0]));
+  v.push_back(std::make_unique<AttentionWatcher>());
+  listed.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  const auto prompt = std::span(tokens).first(290);
+  const auto a = copy(tiled.forward(prompt, true)), b = copy(listed.forward(prompt, true));
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 5e-3f) << i;
+  for (size_t l = 0; l < 5; ++l) EXPECT_LT(tiled.cache().held(l, 289).size(), 290u) << l;
+  for (size_t i = 290; i < tokens.size(); ++i) {
+    const auto step = std::span(tokens).subspan(i, 1);
+    const auto x = copy(tiled.forward(step, false)), y = copy(listed.forward(step, false));
+    for (size_t j = 0; j < x.size(); ++j) ASSERT_NEAR(x[j], y[j], 5e-3f) << i;
+  }
+}
+
+// Each layer holds exactly the tokens the decision log marks cached, at their original positions
+// (layer 0's keys equal the dense run's: RoPE at the original position), decode appends every new
+// token, and a truncated cache starts over without stale rows.
+TEST(ZipVLPolicy, RaggedCacheKeepsPositionsThroughDecodeAndTruncation) {
+  const auto tokens = random_tokens(200, 3);
+  ThreadPool pool(1);
+  Transformer dense(stories(), pool, 256), tf(stories(), pool, 256);
+  auto owned = builtin_policies().create("zipvl:tau=0.8");
+  const ZipVL& zipvl = dynamic_cast<const ZipVL&>(*owned);
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(std::move(owned));
+  tf.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  DecisionLog log;
+  tf.set_decision_log(&log);
+  const auto prompt = std::span(tokens).first(180);
+  dense.forward(prompt, false);
+  tf.forward(prompt, false);
+  ASSERT_EQ(log.layers.size(), 5u);
+  const size_t kv = tf.cache().kv_dim();
+  std::vector<std::vector<uint32_t>> kept(5);
+  for (const LayerRecord& r : log.layers) {
+    for (uint32_t t = 0; t < 180; ++t) {
+      const bool cached = r.flags[t] & kKvCached;
+      EXPECT_EQ(cached, bool(r.flags[t] & kRanAttention)) << "layer " << r.layer << " token " << t;
+      if (cached) kept[r.layer].push_back(t);
+    }
+    const auto held = tf.cache().held(r.layer, 179);
+    EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()), kept[r.layer]) << r.layer;
+    EXPECT_DOUBLE_EQ(zipvl.kept_ratios()[r.layer], kept[r.layer].size() / 180.0);
+    EXPECT_LT(kept[r.layer].size(), 180u);
+  }
+  for (uint32_t p : kept[0])
+    for (size_t j = 0; j < kv; ++j) ASSERT_EQ(tf.cache().key(0, p)[j], dense.cache().key(0, p)[j]);
+
+  for (size_t i = 180; i < 190; ++i) tf.forward(std::span(tokens).subspan(i, 1), false);
+  for (size_t l = 0; l < 5; ++l) {
+    std::vector<uint32_t> want = kept[l];
+    for (uint32_t p = 180; p < 190; ++p) want.push_back(p);
+    const auto held = tf.cache().held(l, 189);
+    EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()), want) << l;
+  }
+
+  // A second sequence after truncation equals a fresh run of it.
+  tf.truncate(0);
+  Transformer fresh(stories(), pool, 256);
+  fresh.set_policies(make_policy_stack(std::vector<std::string>{"zipvl:tau=0.8"}, stories()));
+  const auto other = std::span(tokens).subspan(20, 150);
+  EXPECT_EQ(copy(tf.forward(other, false)), copy(fresh.forward(other, false)));
+  for (size_t i = 0; i < 5; ++i) {
+    const auto step = std::span(tokens).subspan(i, 1);
+    ASSERT_EQ(copy(tf.forward(step, false)), copy(fresh.forward(step, false))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace ts
