@@ -35,8 +35,7 @@ Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, Mat
     : model_(model),
       pool_(pool),
       precision_(precision),
-      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim),
-      held_copies_(model.config().n_layers) {}
+      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
 
 void Transformer::truncate(size_t n) {
   cache_.set_size(std::min(n, cache_.size()));
@@ -207,7 +206,10 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
       if (from != i) std::copy_n(&q_[from * d], d, &q_[i * d]);
     }
   }
-  if (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer))) {
+  const bool key_lists =
+      !cache_.holds_all(layer) ||
+      (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer)));
+  if (key_lists) {
     attend_listed(layer, pos0);
   } else {
     attend(layer, pos0);
@@ -286,53 +288,22 @@ void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool r
   }
 }
 
-// The keys a layer's attention reads, rows `stride` elements apart: the cache from position 0
-// when the layer holds every position, else the compact copy of the positions it holds (so a
-// layer with holes runs the same tiled kernel over fewer keys). Keys of batch row r: the first
-// count(r) rows.
-Transformer::KeyRows Transformer::key_rows(size_t layer, size_t pos0, size_t n_tok) {
-  if (cache_.holds_all(layer)) return {cache_.key(layer, 0), cache_.value(layer, 0), {}};
-  HeldCopy& copy = held_copies_[layer];
-  const std::span<const uint32_t> held = cache_.held(layer, pos0 + n_tok - 1);
-  const size_t kv = cache_.kv_dim();
-  // Rows at positions >= pos0 are being rewritten; below, the copy is valid as far as it agrees
-  // with the cache's list (evictions remove rows from the middle).
-  size_t same = std::lower_bound(copy.positions.begin(), copy.positions.end(), pos0) - copy.positions.begin();
-  same =
-      std::mismatch(copy.positions.begin(), copy.positions.begin() + same, held.begin(), held.end()).first -
-      copy.positions.begin();
-  copy.positions.assign(held.begin(), held.end());
-  copy.keys.resize(held.size() * kv);
-  copy.values.resize(held.size() * kv);
-  for (size_t j = same; j < held.size(); ++j) {
-    std::copy_n(cache_.key(layer, held[j]), kv, &copy.keys[j * kv]);
-    std::copy_n(cache_.value(layer, held[j]), kv, &copy.values[j * kv]);
-  }
-  return {copy.keys.data(), copy.values.data(), copy.positions};
-}
-
-// Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
+// Flash-style attention of rows_.attn over every cached key up to each token's position.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
-  const KeyRows keys = key_rows(layer, pos0, rows[rows.size() - 1] + 1);
-  const auto n_keys_of = [&](size_t i) -> size_t {
-    const uint32_t pos = static_cast<uint32_t>(pos0 + rows[i]);
-    if (keys.positions.empty()) return pos + 1;
-    return std::upper_bound(keys.positions.begin(), keys.positions.end(), pos) - keys.positions.begin();
-  };
 
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them. Decode has few (row, KV head) pairs, so
   // long caches are cut into chunks that the threads share (flash-decoding), merged below.
-  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = n_keys_of(rows.size() - 1);
+  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = pos0 + rows[rows.size() - 1] + 1;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
-  size_t chunk = std::max<size_t>(n_keys_max, 1);
+  size_t chunk = n_keys_max;
   if (pairs < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, pairs)));
-  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk), parts = pairs * n_chunks * group;
+  const size_t n_chunks = ceil_div(n_keys_max, chunk), parts = pairs * n_chunks * group;
   part_m_.resize(parts);
   part_l_.resize(parts);
   part_acc_.resize(parts * hd);
@@ -345,16 +316,16 @@ void Transformer::attend(size_t layer, size_t pos0) {
         for (size_t task = b; task < e; ++task) {
           const size_t pair = task / n_chunks, ci = task % n_chunks;
           const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-          const size_t n_keys = n_keys_of(i), start = ci * chunk;  // causal: keys up to this token
+          const size_t n_keys = pos0 + rows[i] + 1, start = ci * chunk;  // causal: keys up to this token
           float* m = &part_m_[task * group];
           float* l = &part_l_[task * group];
           if (start >= n_keys) {
             std::fill(l, l + group, 0.0f);
             continue;
           }
-          k.attn_chunk(&q_[i * d + kvh * group * hd], group, keys.k + start * kv + kvh * hd,
-                       keys.v + start * kv + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale, m, l,
-                       &part_acc_[task * group * hd]);
+          k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
+                       cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale,
+                       m, l, &part_acc_[task * group * hd]);
         }
       },
       attn_min_items);
@@ -379,7 +350,6 @@ void Transformer::attend(size_t layer, size_t pos0) {
               denom += w * part_l_[p];
               for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[p * hd + x];
             }
-            if (denom == 0.0f) continue;  // the layer holds no key up to this token: output 0
             for (size_t x = 0; x < hd; ++x) out[x] /= denom;
           }
         }

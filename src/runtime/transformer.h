@@ -59,11 +59,6 @@ class Transformer {
   void rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride);
   void rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool rotate_k, bool rotate_q,
                       const KvStorage* storage);
-  struct KeyRows {
-    const uint16_t *k, *v;
-    std::span<const uint32_t> positions;  // of rows 0.. (ascending); empty: row j is position j
-  };
-  KeyRows key_rows(size_t layer, size_t pos0, size_t n_tok);
   void attend(size_t layer, size_t pos0);
   void attend_listed(size_t layer, size_t pos0);
   LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;
@@ -83,13 +78,6 @@ class Transformer {
   LayerRows rows_;                          // which tokens run each step of the current layer
   std::vector<KvStorage> kv_storage_;       // per rows_.kv row, as the policies chose
   std::vector<uint32_t> stored_positions_;
-  // Per layer with holes (evictions, dropped K/V): its held positions' K/V in one contiguous run,
-  // updated lazily by key_rows() (decode appends a row; evictions and truncation rebuild a suffix).
-  struct HeldCopy {
-    std::vector<uint32_t> positions;
-    std::vector<uint16_t> keys, values;
-  };
-  std::vector<HeldCopy> held_copies_;
   // Partial attention results per (token, KV head, key chunk, query head in group).
   std::vector<float> part_m_, part_l_, part_acc_;
   // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
