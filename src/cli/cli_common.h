@@ -67,5 +67,6 @@ void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_sweep(CLI::App& app);
 
 }  // namespace ts::cli

@@ -100,7 +100,7 @@ void register_ppl(CLI::App& app) {
       ->check(CLI::IsMember({"llamacpp", "stride"}));
   cmd->add_option("--stride", opts->stride, "stride protocol: tokens between window starts (default: CTX)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--chunks", opts->chunks, "score at most N windows (default: all)");
+  cmd->add_option("--chunks,--limit", opts->chunks, "score at most N windows (default: all)");
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { ppl(*opts); });
 }

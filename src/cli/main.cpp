@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   ts::cli::register_bench(app);
   ts::cli::register_eval(app);
   ts::cli::register_serve(app);
+  ts::cli::register_sweep(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
