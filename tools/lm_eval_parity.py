@@ -34,7 +34,6 @@ import os
 import sys
 
 import datasets
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_tokenizer_from_gguf  # noqa: E402
@@ -113,6 +112,7 @@ def load_tokenizer(gguf_path):
 
 
 def load_model(gguf_path):
+    import torch  # here, so the dataset loader is usable without torch (tests/python/test_server_lm_eval.py)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),

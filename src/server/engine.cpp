@@ -190,30 +190,37 @@ void Engine::decode(Slot& slot) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t next = slot.sampler->sample(slot.logits, slot.tokens);
   ++slot.generated;
-  std::string finish;
+  // What the decoder and the stop matcher still hold, when generation ends.
+  const auto tail = [&] {
+    std::string t = slot.stop.push(slot.decoder->flush());
+    return slot.stop.stopped() ? t : t + slot.stop.flush();
+  };
+  std::string text, finish;
   if (!p.ignore_eos && tok.is_end_of_generation(next)) {
     finish = "stop";
+    text = tail();
   } else {
     slot.tokens.push_back(next);
-    std::string text = slot.stop.push(slot.decoder->push(next));
+    text = slot.stop.push(slot.decoder->push(next));
     if (slot.stop.stopped()) {
       finish = "stop";
     } else if (slot.generated >= p.max_tokens || slot.tf.n_past() >= slot.tf.n_ctx()) {
       finish = "length";
-      text += slot.stop.push(slot.decoder->flush());
-      if (!slot.stop.stopped()) text += slot.stop.flush();
+      text += tail();
     }
-    if (p.logprobs >= 0) {
-      const TokenLogprob lp = token_logprob(slot.logits, next, size_t(p.logprobs));
-      slot.job->publish(text, &lp);
-    } else {
-      slot.job->publish(text, nullptr);
-    }
-    if (finish.empty()) {
-      const std::span<const float> logits = slot.tf.forward(std::span(&slot.tokens.back(), 1), false);
-      slot.logits.assign(logits.begin(), logits.end());
-      slot.kv_tokens = slot.tf.n_past();
-    }
+  }
+  // An end-of-generation token adds no text but is reported with its log-probability, as vLLM does
+  // (lm-eval's local-completions expects one entry for the generated token).
+  if (p.logprobs >= 0) {
+    const TokenLogprob lp = token_logprob(slot.logits, next, size_t(p.logprobs));
+    slot.job->publish(text, &lp);
+  } else {
+    slot.job->publish(text, nullptr);
+  }
+  if (finish.empty()) {
+    const std::span<const float> logits = slot.tf.forward(std::span(&slot.tokens.back(), 1), false);
+    slot.logits.assign(logits.begin(), logits.end());
+    slot.kv_tokens = slot.tf.n_past();
   }
   {
     std::lock_guard lock(mutex_);
@@ -228,14 +235,17 @@ void Engine::end(Slot& slot, const std::string& reason, const std::string& error
   const std::span<const int32_t> ran =
       std::span(slot.tokens).first(std::min(slot.tokens.size(), slot.tf.n_past()));
   nlohmann::json decisions = decisions_json(slot.decisions, ran, model_, slot.job->input().request_id);
-  slot.job->finish(reason, error);
-  slot.job.reset();
+  std::shared_ptr<Job> job = std::move(slot.job);
   slot.kv_tokens = 0;
-  std::lock_guard lock(mutex_);
-  --active_;
-  ++totals_.jobs_finished;
-  if (reason == "cancelled") ++totals_.jobs_cancelled;
-  last_decisions_ = std::move(decisions);
+  {
+    // Counted before the job is seen finished, so stats() never lags behind a finished job.
+    std::lock_guard lock(mutex_);
+    --active_;
+    ++totals_.jobs_finished;
+    if (reason == "cancelled") ++totals_.jobs_cancelled;
+    last_decisions_ = std::move(decisions);
+  }
+  job->finish(reason, error);
 }
 
 }  // namespace ts::server

@@ -10,8 +10,10 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, size_t 
   const double mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;
   for (const float l : logits) sum += std::exp(double(l) - mx);
-  const double log_z = mx + std::log(sum);
-  TokenLogprob out{token, double(logits[static_cast<size_t>(token)]) - log_z, {}};
+  // Summed as eval's token_log_prob sums, so both give the same bits.
+  const double log_sum = std::log(sum);
+  const auto logprob = [&](int32_t id) { return double(logits[size_t(id)]) - mx - log_sum; };
+  TokenLogprob out{token, logprob(token), {}};
   n_top = std::min(n_top, logits.size());
   if (n_top == 0) return out;
   std::vector<int32_t> ids(logits.size());
@@ -21,7 +23,7 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, size_t 
                       const float la = logits[size_t(a)], lb = logits[size_t(b)];
                       return la != lb ? la > lb : a < b;
                     });
-  for (size_t i = 0; i < n_top; ++i) out.top.emplace_back(ids[i], double(logits[size_t(ids[i])]) - log_z);
+  for (size_t i = 0; i < n_top; ++i) out.top.emplace_back(ids[i], logprob(ids[i]));
   return out;
 }
 
