@@ -53,6 +53,8 @@ def test_local_completions_piqa_matches_eval(ts_bin, tmp_path):
     worst = max(abs(a - float(b[0]))
                 for s in out["samples"]["piqa"]
                 for a, b in zip(our_lls[s["doc_id"]], s["filtered_resps"], strict=True))
+    print(f"\nPIQA limit {LIMIT}: tokensieve eval acc {ours['acc']} acc_norm {ours['acc_norm']}; lm-eval "
+          f"local-completions acc {theirs['acc,none']} acc_norm {theirs['acc_norm,none']}; max |dll| {worst:.3g}")
     assert worst < 1e-3, worst
     assert theirs["acc,none"] == ours["acc"]
     assert theirs["acc_norm,none"] == ours["acc_norm"]
