@@ -5,7 +5,10 @@ latency percentiles (whole request; first token for streams), throughput and the
 before and after, as one JSON object on stdout (progress on stderr).
 
   bench/server_load.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf --requests 300 --concurrency 16 \\
-      [--parallel 4] [--threads 1] [--max-tokens 32] [--bin build/bin/tokensieve]
+      [--parallel 4] [--threads 1] [--max-tokens 32] [--rounds 1] [--bin build/bin/tokensieve]
+
+--rounds R sends the requests R times to the same server and reports its RSS after each round
+(a leak shows as growth after the first round, which only touches the slots' caches).
 
 Only 127.0.0.1 is targeted; the server is started and stopped (SIGTERM, must exit 0) by this script.
 """
@@ -112,18 +115,23 @@ def main():
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--chat", action="store_true", help="mix in chat completions (model needs a chat template)")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
 
     proc, host, port = start_server(args)
     rss_before = rss_kib(proc.pid)
     results = []
+    rss_rounds = []
     started = time.perf_counter()
+    total = args.requests * args.rounds
     with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-        futures = [pool.submit(one_request, host, port, i, args, args.chat) for i in range(args.requests)]
-        for n, f in enumerate(concurrent.futures.as_completed(futures), 1):
-            results.append(f.result())
-            if n % 20 == 0 or n == args.requests:
-                print(f"\r{n}/{args.requests} requests", end="", file=sys.stderr, flush=True)
+        for r in range(args.rounds):
+            futures = [pool.submit(one_request, host, port, i, args, args.chat) for i in range(args.requests)]
+            for f in concurrent.futures.as_completed(futures):
+                results.append(f.result())
+                if len(results) % 20 == 0 or len(results) == total:
+                    print(f"\r{len(results)}/{total} requests", end="", file=sys.stderr, flush=True)
+            rss_rounds.append(rss_kib(proc.pid) / 1024)
     print(file=sys.stderr)
     wall = time.perf_counter() - started
     rss_after = rss_kib(proc.pid)
@@ -140,7 +148,7 @@ def main():
     firsts = [r["first"] for r in ok if r.get("first") is not None]
     errors = sorted({r["error"] for r in results if not r["ok"]})
     report = {
-        "requests": args.requests, "concurrency": args.concurrency, "parallel": args.parallel, "threads": args.threads,
+        "requests": total, "concurrency": args.concurrency, "parallel": args.parallel, "threads": args.threads,
         "max_tokens": args.max_tokens, "model": os.path.basename(args.model),
         "failures": len(results) - len(ok), "errors": errors[:5],
         "streamed": sum(1 for r in ok if r["stream"]),
@@ -148,7 +156,7 @@ def main():
         "latency_mean_s": statistics.mean(latencies) if latencies else None,
         "first_token_p50_s": percentile(firsts, 50), "first_token_p99_s": percentile(firsts, 99),
         "wall_s": wall, "generated_tokens": generated, "tokens_per_s": generated / wall,
-        "rss_before_mib": rss_before / 1024, "rss_after_mib": rss_after / 1024, "server_exit_code": exit_code,
+        "rss_before_mib": rss_before / 1024, "rss_after_mib": rss_after / 1024, "rss_after_each_round_mib": rss_rounds, "server_exit_code": exit_code,
     }
     print(json.dumps(report))
     return 0 if report["failures"] == 0 and exit_code == 0 else 1

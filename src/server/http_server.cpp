@@ -1,7 +1,9 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <csignal>
@@ -33,6 +35,25 @@ std::string random_id(const char* prefix) {
   return cat(prefix, std::hex, rng());
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library), so a burst of
+// clients overflows the accept queue: their SYNs are dropped and retried a second later, and under
+// heavy load a connection can be reset. listen() again on the bound socket raises the backlog; the
+// socket is found among our descriptors as the one listening on `port`.
+void raise_listen_backlog(int port) {
+  for (int fd = 3; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    len = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    const int bound = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    if (bound == port) ::listen(fd, SOMAXCONN);
+  }
+}
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -55,6 +76,7 @@ class HttpServer {
                          ? http_.bind_to_any_port(options_.host)
                          : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
     TS_CHECK(port > 0, "cannot listen on ", options_.host, ":", options_.port);
+    raise_listen_backlog(port);
     std::fprintf(stderr, "listening on http://%s:%d (%zu slots, context %zu)\n", options_.host.c_str(), port,
                  options_.engine.n_slots, options_.engine.n_ctx);
     std::thread on_signal([this] {
