@@ -46,12 +46,12 @@ def speed(name, share=None):
     print(f"| `attnremove:ratio=1` (defines A) | {st.median(rm[0]):.1f} | {1/(1-a_pp):.3f} | — | {1000/st.median(rm[1]):.1f} | {1/(1-a_tg):.3f} | — |" if rm[0] else '')
     print(f'### Speed {name}: prompt {n_prompt} tokens; A_prefill = {a_pp:.3f}, A_decode = {a_tg:.3f}')
     for k, (p, g) in d.items():
+        if k == 'attnremove:ratio=1': continue
         ratio = 0.0
         m = re.search(r'ratio=([\d.]+)', k)
         if m: ratio = float(m[1])
         rp = st.median([a / b for a, b in zip(p, base[0])]); rg = st.median([a / b for a, b in zip(g, base[1])])
         pred_p = 1 / (1 - ratio * a_pp); pred_g = 1 / (1 - ratio * a_tg)
-        if k == 'attnremove:ratio=1': continue
         print(f"| `{k or 'dense'}` | {st.median(p):.1f} | {rp:.3f} | {pred_p:.3f} | {1000/st.median(g):.1f} | {rg:.3f} | {pred_g:.3f} |")
 speed('speed_short.jsonl')
 speed('speed_long.jsonl')
