@@ -60,7 +60,8 @@ PolicyRegistry build_registry() {
          make<StreamingKeys>});
   r.add(
       {"zipvl",
-       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]: per layer only the "
+       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]: "
+       "per layer only the "
        "prompt tokens holding tau of the (probe-estimated) attention run attention and stay in the KV cache",
        [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Tau); }});
   r.add({"fixedratio",

@@ -188,6 +188,23 @@ TEST(ZipVLPolicy, EverythingKeptEqualsDenseBitForBit) {
   }
 }
 
+// prefill=dense: the prompt runs dense (logits bit for bit), then each layer evicts the tokens the
+// sparse prefill would have dropped, the same sets.
+TEST(ZipVLPolicy, DensePrefillAblationOnlyEvicts) {
+  const auto tokens = random_tokens(150, 4);
+  ThreadPool pool(1);
+  Transformer dense(stories(), pool, 160), sparse(stories(), pool, 160), evicting(stories(), pool, 160);
+  sparse.set_policies(make_policy_stack(std::vector<std::string>{"zipvl:tau=0.9"}, stories()));
+  evicting.set_policies(
+      make_policy_stack(std::vector<std::string>{"zipvl:tau=0.9,prefill=dense"}, stories()));
+  EXPECT_EQ(copy(dense.forward(tokens, true)), copy(evicting.forward(tokens, true)));
+  sparse.forward(tokens, false);
+  // Layer 0's input is the same in both runs, so its choice is too.
+  const auto a = sparse.cache().held(0, 149), b = evicting.cache().held(0, 149);
+  EXPECT_LT(b.size(), 150u);
+  EXPECT_EQ(std::vector<uint32_t>(a.begin(), a.end()), std::vector<uint32_t>(b.begin(), b.end()));
+}
+
 // Records, per layer of the last call, the batch rows that attended and each row's keys.
 class AttentionWatcher final : public Policy {
  public:

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -32,6 +33,7 @@ ZipVL::ZipVL(PolicyOptions& options, Budget budget) : Policy(options.spec()), bu
                                          {{"normalized", TokenRank::Normalized}, {"sum", TokenRank::Sum}});
   seed_ = options.take_uint("seed", 0, UINT64_MAX).value_or(0);
   keep_last_ = options.take_uint("keep_last", 0, 1).value_or(0) == 1;
+  dense_prefill_ = options.take_choice<bool>("prefill", {{"sparse", false}, {"dense", true}});
 }
 
 void ZipVL::bind(const Model& model) {
@@ -39,11 +41,13 @@ void ZipVL::bind(const Model& model) {
   TS_CHECK(first_layer_ < n_layers, "policy ", name(), ": after=", first_layer_,
            " leaves no layer (the model has ", n_layers, ")");
   kept_ratios_.assign(n_layers, 1.0);
+  to_evict_.assign(n_layers, {});
 }
 
 std::vector<HookClaim> ZipVL::claims() const {
   std::vector<uint32_t> layers(kept_ratios_.size() - first_layer_);
   std::iota(layers.begin(), layers.end(), static_cast<uint32_t>(first_layer_));
+  if (dense_prefill_) return {{Hook::SkipAttention, layers}, {Hook::Evict, layers}};
   return {{Hook::SkipAttention, layers}};
 }
 
@@ -63,6 +67,18 @@ void ZipVL::skip_attention(const LayerInput& in, const KvRows& kv, const RowSet&
   out.cache_skipped_kv = false;
   const auto kept = static_cast<size_t>(std::count(out.skip.begin(), out.skip.end(), 0));
   kept_ratios_[in.layer] = static_cast<double>(kept) / static_cast<double>(n);
+  if (!dense_prefill_) return;
+  std::vector<uint32_t>& gone = to_evict_[in.layer];
+  gone.clear();
+  for (size_t t = 0; t < n; ++t)
+    if (out.skip[t]) gone.push_back(static_cast<uint32_t>(t));
+  std::fill(out.skip.begin(), out.skip.end(), 0);
+  out.cache_skipped_kv = true;
+}
+
+void ZipVL::evict(const KvCache&, Evictions& out) {
+  for (size_t l = 0; l < to_evict_.size(); ++l)
+    if (!to_evict_[l].empty()) out.add(static_cast<uint32_t>(l), std::exchange(to_evict_[l], {}));
 }
 
 }  // namespace ts

@@ -3,7 +3,7 @@
 // fraction tau of the layer's attention, estimated from probe queries; only they run attention
 // (over each other), and only their K/V stay in the layer's cache. Everything else runs dense.
 //
-//   zipvl:[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]
+//   zipvl:[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]
 //   fixedratio:keep=R[,after=2][,probes=..][,score=..][,seed=..][,keep_last=..]
 //
 // Per layer at the first call of a sequence (the prompt, one batch): probe attention (64 recent +
@@ -14,6 +14,8 @@
 // keep their numbers. keep_last=1 always keeps the prompt's last token, whose state yields the
 // first generated token (a deviation: the paper forces nothing). Later calls (decode) attend over
 // the kept tokens and append their own K/V, never re-scored (the note's decision 11a).
+// prefill=dense (an ablation): every prompt token attends densely and the same T only decides
+// which K/V the layer keeps after the prompt (KV-cache compression alone).
 //
 // fixedratio is the fixed-ratio baseline (paper Table 3 "Fixed", FastV's schedule): the same
 // estimate and ranking, but p = keep * n at every layer from `after` on (FastV keeps the first two
@@ -36,6 +38,7 @@ class ZipVL final : public Policy {
   bool skips_by_queries() const override { return true; }
   void skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
                       AttentionSkips& out) override;
+  void evict(const KvCache& cache, Evictions& out) override;
 
   // Per model layer, the fraction of the last prompt's tokens kept (1 for layers left dense).
   const std::vector<double>& kept_ratios() const { return kept_ratios_; }
@@ -47,6 +50,8 @@ class ZipVL final : public Policy {
   TokenRank rank_ = TokenRank::Normalized;
   uint64_t seed_ = 0;
   bool keep_last_ = false;
+  bool dense_prefill_ = false;
+  std::vector<std::vector<uint32_t>> to_evict_;  // per layer, with dense_prefill: U after the prompt
   std::vector<double> kept_ratios_;
 };
 
