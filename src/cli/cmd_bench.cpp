@@ -1,5 +1,5 @@
 // tokensieve bench: prefill and decode throughput, memory, and decode bandwidth beside the
-// machine's measured read bandwidth.
+// machine's measured read bandwidth; with --policy, optionally beside dense in the same run.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -15,26 +15,71 @@ namespace {
 struct BenchOptions {
   ModelOptions model;
   BenchParams params;
+  bool vs_dense = false;
   bool json = false;
 };
+
+nlohmann::json minmax(const std::vector<double>& v) {
+  if (v.empty()) return nlohmann::json::array();
+  return {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+nlohmann::json result_json(const BenchConfig& config, const BenchResult& r, double machine_gbs) {
+  const double tg = median(r.decode_tps);
+  const double decode_gbs = tg * r.decode_bytes_per_token / 1e9;
+  return {
+      {"policies", config.policies},
+      {"prefill_tps", median(r.prefill_tps)},
+      {"prefill_tps_all", r.prefill_tps},
+      {"prefill_tps_minmax", minmax(r.prefill_tps)},
+      {"decode_tps", tg},
+      {"decode_tps_all", r.decode_tps},
+      {"decode_tps_minmax", minmax(r.decode_tps)},
+      {"kv_bytes_per_token", r.kv_bytes_per_token},
+      {"decode_bytes_per_token", r.decode_bytes_per_token},
+      {"decode_bandwidth_gbs", decode_gbs},
+      {"decode_bandwidth_fraction", machine_gbs > 0 ? decode_gbs / machine_gbs : 0.0},
+  };
+}
+
+void print_rows(const std::string& name, const BenchOptions& o, const BenchConfig& config,
+                const nlohmann::json& j, int threads) {
+  const char* simd = simd_level_name(active_simd_level());
+  const std::string label = config.label.empty() ? "dense" : config.label;
+  if (o.params.n_prompt)
+    std::printf("| %s | %s | %d | %s | pp%zu | %.1f | %.1f | %.1f |\n", name.c_str(), label.c_str(), threads,
+                simd, o.params.n_prompt, j["prefill_tps"].get<double>(),
+                j["prefill_tps_minmax"][0].get<double>(), j["prefill_tps_minmax"][1].get<double>());
+  if (o.params.n_gen)
+    std::printf("| %s | %s | %d | %s | tg%zu @ d%zu | %.1f | %.1f | %.1f |\n", name.c_str(), label.c_str(),
+                threads, simd, o.params.n_gen, o.params.depth, j["decode_tps"].get<double>(),
+                j["decode_tps_minmax"][0].get<double>(), j["decode_tps_minmax"][1].get<double>());
+}
+
+double ratio(const nlohmann::json& a, const nlohmann::json& b, const char* key) {
+  const double den = b[key].get<double>();
+  return den > 0 ? a[key].get<double>() / den : 0.0;
+}
 
 void bench(BenchOptions o) {
   auto model = Model::load(o.model.model_path);
   o.params.threads = o.model.threads;
+  TS_CHECK(!o.vs_dense || !o.model.policies.empty(), "bench: --vs-dense needs at least one --policy");
+  std::vector<BenchConfig> configs;
+  std::string label;
+  for (const std::string& spec : o.model.policies) label += (label.empty() ? "" : " + ") + spec;
+  configs.push_back({label, o.model.policies});
+  if (o.vs_dense) configs.push_back({"", {}});
   Progress progress("bench", static_cast<size_t>(o.params.reps));
-  const BenchResult r =
-      run_bench(*model, o.params, [&](int done, int) { progress.update(static_cast<size_t>(done)); });
+  const std::vector<BenchResult> results = run_bench(
+      *model, o.params, configs, [&](int done, int) { progress.update(static_cast<size_t>(done)); });
   progress.finish();
   ThreadPool pool(o.model.threads);
   const double machine_gbs = measure_read_bandwidth(pool);
-  const double pp = median(r.prefill_tps), tg = median(r.decode_tps);
-  const double decode_gbs = tg * r.decode_bytes_per_token / 1e9;
-  const auto minmax = [](const std::vector<double>& v) {
-    return v.empty() ? nlohmann::json::array()
-                     : nlohmann::json::array(
-                           {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())});
-  };
-  nlohmann::json j = {
+  const BenchResult& r = results[0];
+  // The measured configuration's figures at the top level; dense beside it with --vs-dense.
+  nlohmann::json j = result_json(configs[0], r, machine_gbs);
+  j.update({
       {"model", o.model.model_path},
       {"threads", r.threads},
       {"simd", simd_level_name(active_simd_level())},
@@ -42,40 +87,36 @@ void bench(BenchOptions o) {
       {"n_gen", o.params.n_gen},
       {"depth", o.params.depth},
       {"reps", o.params.reps},
-      {"prefill_tps", pp},
-      {"prefill_tps_all", r.prefill_tps},
-      {"prefill_tps_minmax", minmax(r.prefill_tps)},
-      {"decode_tps", tg},
-      {"decode_tps_all", r.decode_tps},
-      {"decode_tps_minmax", minmax(r.decode_tps)},
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"weight_bytes", r.weight_bytes},
-      {"kv_bytes_per_token", r.kv_bytes_per_token},
-      {"decode_bytes_per_token", r.decode_bytes_per_token},
-      {"decode_bandwidth_gbs", decode_gbs},
       {"machine_bandwidth_gbs", machine_gbs},
-      {"decode_bandwidth_fraction", machine_gbs > 0 ? decode_gbs / machine_gbs : 0.0},
-  };
+  });
+  if (o.vs_dense) {
+    j["dense"] = result_json(configs[1], results[1], machine_gbs);
+    j["speedup_vs_dense"] = {{"prefill", ratio(j, j["dense"], "prefill_tps")},
+                             {"decode", ratio(j, j["dense"], "decode_tps")}};
+  }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf(
-      "| model | threads | simd | test | t/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
+      "| model | policy | threads | simd | test | t/s (median) | min | max |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   const std::string name = model->config().name;
-  if (!r.prefill_tps.empty())
-    std::printf("| %s | %d | %s | pp%zu | %.1f | %.1f | %.1f |\n", name.c_str(), r.threads,
-                simd_level_name(active_simd_level()), o.params.n_prompt, pp,
-                j["prefill_tps_minmax"][0].get<double>(), j["prefill_tps_minmax"][1].get<double>());
-  if (!r.decode_tps.empty())
-    std::printf("| %s | %d | %s | tg%zu @ d%zu | %.1f | %.1f | %.1f |\n", name.c_str(), r.threads,
-                simd_level_name(active_simd_level()), o.params.n_gen, o.params.depth, tg,
-                j["decode_tps_minmax"][0].get<double>(), j["decode_tps_minmax"][1].get<double>());
+  print_rows(name, o, configs[0], j, r.threads);
+  if (o.vs_dense) {
+    print_rows(name, o, configs[1], j["dense"], r.threads);
+    std::printf("\nspeed-up vs dense (medians, interleaved repetitions): prefill %.3fx, decode %.3fx\n",
+                j["speedup_vs_dense"]["prefill"].get<double>(),
+                j["speedup_vs_dense"]["decode"].get<double>());
+  }
   std::printf(
       "\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
       "measured %.1f GB/s read bandwidth\n",
-      double(r.peak_rss_bytes) / (1 << 20), r.kv_bytes_per_token, r.decode_bytes_per_token / 1e6, decode_gbs,
-      100.0 * j["decode_bandwidth_fraction"].get<double>(), machine_gbs);
+      double(r.peak_rss_bytes) / (1 << 20), r.kv_bytes_per_token, r.decode_bytes_per_token / 1e6,
+      j["decode_bandwidth_gbs"].get<double>(), 100.0 * j["decode_bandwidth_fraction"].get<double>(),
+      machine_gbs);
 }
 
 }  // namespace
@@ -84,11 +125,14 @@ void register_bench(CLI::App& app) {
   auto opts = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "prefill/decode throughput and bandwidth (llama-bench style)");
   add_model_options(*cmd, opts->model, false);
+  add_policy_option(*cmd, opts->model.policies);
   BenchParams& p = opts->params;
   cmd->add_option("-p,--n-prompt", p.n_prompt, "prefill tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", p.n_gen, "decode tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-d,--depth", p.depth, "KV-cache depth before decode")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", p.reps, "repetitions")->check(CLI::Range(1, 1000));
+  cmd->add_flag("--vs-dense", opts->vs_dense,
+                "also measure the dense engine, interleaved with the policy run, and print the speed-ups");
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { bench(*opts); });
 }

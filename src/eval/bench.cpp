@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
+#include "policies/builtin_policies.h"
 #include "runtime/transformer.h"
 
 namespace ts {
@@ -39,42 +41,56 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(u.ru_maxrss) * 1024;
 }
 
-BenchResult run_bench(const Model& model, const BenchParams& p, const std::function<void(int, int)>& on_rep) {
+std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
+                                   std::span<const BenchConfig> configs,
+                                   const std::function<void(int, int)>& on_rep) {
   const ModelConfig& c = model.config();
   const size_t n_ctx = std::max(p.n_prompt, p.depth + p.n_gen) + 1;
   TS_CHECK(p.n_prompt + p.n_gen > 0, "bench: nothing to measure (-p 0 -n 0)");
+  TS_CHECK(!configs.empty(), "bench: no configuration to measure");
   ThreadPool pool(p.threads);
-  Transformer tf(model, pool, n_ctx);
+  std::vector<std::unique_ptr<Transformer>> tfs;
+  std::vector<BenchResult> results(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    tfs.push_back(std::make_unique<Transformer>(model, pool, n_ctx));
+    tfs[i]->set_policies(make_policy_stack(configs[i].policies, model));
+    BenchResult& r = results[i];
+    r.threads = pool.size();
+    r.kv_bytes_per_token = tfs[i]->cache().bytes_per_token();
+    r.weight_bytes = model.weight_bytes();
+    // The tied output matrix is read by the output projection; every other tensor once per token.
+    r.decode_bytes_per_token =
+        static_cast<double>(r.weight_bytes) +
+        static_cast<double>(r.kv_bytes_per_token) * (double(p.depth) + double(p.n_gen) / 2);
+  }
   std::mt19937 rng(p.seed);
-  BenchResult r;
-  r.threads = pool.size();
-  r.kv_bytes_per_token = tf.cache().bytes_per_token();
-  r.weight_bytes = model.weight_bytes();
-  // The tied output matrix is read by the output projection; every other tensor once per token.
-  r.decode_bytes_per_token = static_cast<double>(r.weight_bytes) +
-                             static_cast<double>(r.kv_bytes_per_token) * (double(p.depth) + double(p.n_gen) / 2);
   // One untimed warm-up pass faults the weights in and sizes every buffer.
-  tf.forward(random_tokens(std::min<size_t>(16, n_ctx - 1), c.n_vocab, rng), false);
+  for (auto& tf : tfs) tf->forward(random_tokens(std::min<size_t>(16, n_ctx - 1), c.n_vocab, rng), false);
   for (int rep = 0; rep < p.reps; ++rep) {
-    if (p.n_prompt) {
-      const auto tokens = random_tokens(p.n_prompt, c.n_vocab, rng);
-      tf.truncate(0);
-      const auto t0 = std::chrono::steady_clock::now();
-      tf.forward(tokens, false);
-      r.prefill_tps.push_back(double(p.n_prompt) / seconds_since(t0));
-    }
-    if (p.n_gen) {
-      tf.truncate(0);
-      if (p.depth) tf.forward(random_tokens(p.depth, c.n_vocab, rng), false);
-      const auto gen = random_tokens(p.n_gen, c.n_vocab, rng);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int32_t t : gen) tf.forward(std::span(&t, 1), false);
-      r.decode_tps.push_back(double(p.n_gen) / seconds_since(t0));
+    // Every configuration sees the same tokens in a repetition.
+    const auto prompt = random_tokens(p.n_prompt, c.n_vocab, rng);
+    const auto context = random_tokens(p.depth, c.n_vocab, rng);
+    const auto gen = random_tokens(p.n_gen, c.n_vocab, rng);
+    for (size_t i = 0; i < tfs.size(); ++i) {
+      Transformer& tf = *tfs[i];
+      if (p.n_prompt) {
+        tf.truncate(0);
+        const auto t0 = std::chrono::steady_clock::now();
+        tf.forward(prompt, false);
+        results[i].prefill_tps.push_back(double(p.n_prompt) / seconds_since(t0));
+      }
+      if (p.n_gen) {
+        tf.truncate(0);
+        if (p.depth) tf.forward(context, false);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int32_t t : gen) tf.forward(std::span(&t, 1), false);
+        results[i].decode_tps.push_back(double(p.n_gen) / seconds_since(t0));
+      }
     }
     on_rep(rep + 1, p.reps);
   }
-  r.peak_rss_bytes = peak_rss_bytes();
-  return r;
+  for (BenchResult& r : results) r.peak_rss_bytes = peak_rss_bytes();
+  return results;
 }
 
 }  // namespace ts

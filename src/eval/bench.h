@@ -2,6 +2,8 @@
 // llama-bench-style throughput measurement of one model and configuration.
 #include <cstddef>
 #include <functional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -17,6 +19,12 @@ struct BenchParams {
   uint32_t seed = 1;
 };
 
+// One configuration of the forward pass to measure: a policy stack (empty: dense).
+struct BenchConfig {
+  std::string label;
+  std::vector<std::string> policies;
+};
+
 struct BenchResult {
   std::vector<double> prefill_tps, decode_tps;  // one value per repetition
   size_t kv_bytes_per_token = 0;
@@ -26,8 +34,12 @@ struct BenchResult {
   int threads = 0;
 };
 
-// on_rep(done, total) reports progress.
-BenchResult run_bench(const Model& model, const BenchParams& p, const std::function<void(int, int)>& on_rep);
+// Measures every configuration; each repetition runs them in turn, so drift and noise from other
+// processes hit all of them alike and their ratios stay meaningful. Results follow `configs`;
+// peak_rss_bytes is the process's (all configurations together). on_rep(done, total) reports progress.
+std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
+                                   std::span<const BenchConfig> configs,
+                                   const std::function<void(int, int)>& on_rep);
 
 double median(std::vector<double> v);
 size_t peak_rss_bytes();

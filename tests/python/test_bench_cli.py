@@ -1,0 +1,42 @@
+"""tokensieve bench through the CLI: the JSON report, policies measured beside dense, usage errors."""
+import json
+import subprocess
+
+from conftest import find_model
+
+
+def bench(ts_bin, *args):
+    model = find_model("stories260K.gguf")
+    return subprocess.run([str(ts_bin), "bench", "-m", str(model), "-t", "1", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bench_json_has_the_issue_fields(ts_bin):
+    res = bench(ts_bin, "-p", "32", "-n", "8", "-r", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    for key in ("prefill_tps", "decode_tps", "peak_rss_bytes", "kv_bytes_per_token",
+                "decode_bandwidth_gbs", "machine_bandwidth_gbs"):
+        assert j[key] > 0, key
+    assert len(j["prefill_tps_all"]) == 2 and len(j["decode_tps_all"]) == 2
+    assert j["policies"] == [] and "dense" not in j
+    assert j["decode_bandwidth_fraction"] == j["decode_bandwidth_gbs"] / j["machine_bandwidth_gbs"]
+
+
+def test_bench_policy_beside_dense(ts_bin):
+    res = bench(ts_bin, "-p", "32", "-n", "8", "-r", "2", "--policy", "sleb:layers=1", "--vs-dense", "--json")
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    assert j["policies"] == ["sleb:layers=1"] and j["dense"]["policies"] == []
+    assert len(j["dense"]["decode_tps_all"]) == 2
+    speedup = j["speedup_vs_dense"]
+    assert abs(speedup["decode"] - j["decode_tps"] / j["dense"]["decode_tps"]) < 1e-9
+    assert abs(speedup["prefill"] - j["prefill_tps"] / j["dense"]["prefill_tps"]) < 1e-9
+
+
+def test_bench_usage_errors(ts_bin):
+    for args in (["--vs-dense"], ["--policy", "nosuch:x=1"], ["-p", "0", "-n", "0"]):
+        res = bench(ts_bin, *args)
+        assert res.returncode != 0, args
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:"), (args, res.stderr)
