@@ -6,15 +6,24 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
                               const std::string& request_id) {
   const size_t n_layers = model.config().n_layers, n_pos = tokens.size();
   std::vector<std::vector<uint8_t>> flags(n_layers, std::vector<uint8_t>(n_pos, kDenseToken));
-  std::vector<std::vector<float>> scores(n_layers);
+  std::vector<std::vector<float>> scores(n_layers), keys(n_layers);
   for (const LayerRecord& r : log.layers) {
     const BatchRecord& b = log.batches.at(r.batch);
     if (r.layer >= n_layers) continue;
     for (size_t t = 0; t < r.flags.size() && b.pos0 + t < n_pos; ++t) {
       flags[r.layer][b.pos0 + t] = r.flags[t];
-      if (r.scores.empty()) continue;
-      if (scores[r.layer].empty()) scores[r.layer].assign(n_pos, 0.0f);
-      scores[r.layer][b.pos0 + t] = r.scores[t];
+      if (!r.scores.empty()) {
+        if (scores[r.layer].empty()) scores[r.layer].assign(n_pos, 0.0f);
+        scores[r.layer][b.pos0 + t] = r.scores[t];
+      }
+      if (!r.keys_attended.empty()) {
+        // Mean over the query heads of how many keys the token's queries read.
+        const size_t heads = r.keys_attended.size() / r.flags.size();
+        if (keys[r.layer].empty()) keys[r.layer].assign(n_pos, 0.0f);
+        float sum = 0;
+        for (size_t h = 0; h < heads; ++h) sum += float(r.keys_attended[t * heads + h]);
+        keys[r.layer][b.pos0 + t] = sum / float(heads);
+      }
     }
   }
   for (const EvictionRecord& e : log.evictions)
@@ -23,15 +32,19 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
 
   nlohmann::json token_texts = nlohmann::json::array();
   for (const int32_t id : tokens) token_texts.push_back(model.tokenizer().token_to_bytes(id, true));
-  nlohmann::json score_rows = nlohmann::json::array();
-  for (const auto& row : scores)
-    score_rows.push_back(row.empty() ? nlohmann::json(nullptr) : nlohmann::json(row));
+  const auto rows = [](const std::vector<std::vector<float>>& per_layer) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& row : per_layer)
+      out.push_back(row.empty() ? nlohmann::json(nullptr) : nlohmann::json(row));
+    return out;
+  };
   return {{"request_id", request_id},
           {"policies", log.policies},
           {"n_layers", n_layers},
           {"tokens", std::move(token_texts)},
           {"flags", flags},
-          {"scores", std::move(score_rows)},
+          {"scores", rows(scores)},
+          {"keys_attended", rows(keys)},
           {"ffn_fraction", log.ffn_fraction()},
           {"legend",
            {{"ran_attention", kRanAttention},

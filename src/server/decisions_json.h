@@ -17,7 +17,8 @@ inline constexpr uint8_t kEvicted = 16;
 
 // {"request_id", "policies": [spec...], "n_layers", "tokens": [text per position],
 //  "flags": [layer][position] TokenFlag bits (+kEvicted), "scores": [layer][position] or null per
-//  layer when no policy reported scores there, "ffn_fraction", "legend": {bit name: value}}.
+//  layer when no policy reported scores there, "keys_attended": [layer][position] mean keys read per
+//  query head (or null per layer without key selection), "ffn_fraction", "legend": {bit name: value}}.
 // `tokens`: those the model ran, position by position. Positions no batch recorded (dense requests record
 // nothing) are dense.
 nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> tokens, const Model& model,

@@ -60,6 +60,12 @@ std::string_view web_page_html() {
   <section style="grid-column: 1 / -1">
     <h2>What the policies decided (last request): tokens × layers</h2>
     <div id="summary">No request yet.</div>
+    <label for="view">Show</label>
+    <select id="view">
+      <option value="flags">what ran (per token and layer)</option>
+      <option value="scores">policy scores (OrthoRank orthogonality, TokenButler importance, ...)</option>
+      <option value="keys_attended">keys attended, mean over heads (key selection)</option>
+    </select>
     <div class="legend" id="legend"></div>
     <div id="heatmap-wrap"><canvas id="heatmap" width="0" height="0"></canvas></div>
   </section>
@@ -74,6 +80,7 @@ let controller = null;
 // Cell categories from the TokenFlag bits (decision_log.h) of one token at one layer.
 const BITS = { attn: 1, ffn: 2, kv: 4, full: 8, evicted: 16 };
 const CATEGORIES = [
+  { name: "K/V kept at full precision", color: "#27ae60", test: (f) => (f & BITS.full) !== 0 },
   { name: "ran the layer (dense)", color: "#dfe4ec", test: (f) => (f & 3) === 3 && (f & BITS.kv) && !(f & BITS.evicted) },
   { name: "skipped the layer", color: "#c0392b", test: (f) => (f & 3) === 0 },
   { name: "skipped attention", color: "#e67e22", test: (f) => (f & 3) === BITS.ffn },
@@ -205,29 +212,56 @@ async function run() {
 async function showDecisions() {
   const response = await fetch("/v1/decisions/last");
   if (!response.ok) return;
-  const d = await response.json();
-  const canvas = $("heatmap");
+  $("heatmap").decisions = await response.json();
+  draw();
+}
+
+// Light to dark blue for a value in [0, 1].
+function shade(x) {
+  const c = (a, b) => Math.round(a + (b - a) * x);
+  return `rgb(${c(232, 20)}, ${c(240, 60)}, ${c(250, 140)})`;
+}
+
+function draw() {
+  const canvas = $("heatmap"), d = canvas.decisions;
+  if (!d) return;
+  const view = $("view").value;
   const cell = Math.max(4, Math.min(14, Math.floor(1400 / Math.max(1, d.tokens.length))));
   canvas.width = d.tokens.length * cell;
   canvas.height = d.n_layers * cell;
   canvas.dataset.cell = cell;
-  canvas.decisions = d;
   const ctx = canvas.getContext("2d");
   const counts = new Map();
+  const gap = cell > 5 ? 1 : 0;
   for (let layer = 0; layer < d.n_layers; layer++) {
+    const values = view === "flags" ? null : d[view][layer];
+    let lo = Infinity, hi = -Infinity;
+    if (values) for (const v of values) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
     for (let t = 0; t < d.tokens.length; t++) {
-      const c = category(d.flags[layer][t]);
-      counts.set(c.name, (counts.get(c.name) || 0) + 1);
-      ctx.fillStyle = c.color;
-      ctx.fillRect(t * cell, layer * cell, cell - (cell > 5 ? 1 : 0), cell - (cell > 5 ? 1 : 0));
+      if (view === "flags") {
+        const c = category(d.flags[layer][t]);
+        counts.set(c.name, (counts.get(c.name) || 0) + 1);
+        ctx.fillStyle = c.color;
+      } else if (!values || values[t] === null) {
+        ctx.fillStyle = "#f2f2f2";  // no policy reported this layer
+      } else {
+        ctx.fillStyle = shade(hi > lo ? (values[t] - lo) / (hi - lo) : 0.5);
+      }
+      ctx.fillRect(t * cell, layer * cell, cell - gap, cell - gap);
     }
   }
   $("legend").innerHTML = "";
-  for (const c of CATEGORIES) {
-    const s = document.createElement("span");
-    s.innerHTML = `<i style="background:${c.color}"></i>`;
-    s.append(`${c.name} (${counts.get(c.name) || 0})`);
-    $("legend").append(s);
+  if (view === "flags") {
+    for (const c of CATEGORIES) {
+      const s = document.createElement("span");
+      s.innerHTML = `<i style="background:${c.color}"></i>`;
+      s.append(`${c.name} (${counts.get(c.name) || 0})`);
+      $("legend").append(s);
+    }
+  } else {
+    const reported = d[view].filter((row) => row !== null).length;
+    $("legend").textContent = reported ? `per layer: light = lowest, dark = highest (${reported} layers reported)`
+                                       : "no policy reported these for the last request";
   }
   const policies = d.policies.length ? d.policies.join(" + ") : "none (dense)";
   $("summary").textContent = `policies: ${policies} · ${d.tokens.length} tokens × ${d.n_layers} layers · ` +
@@ -241,8 +275,9 @@ $("heatmap").addEventListener("mousemove", (e) => {
   const t = Math.floor((e.clientX - rect.left) / cell), layer = Math.floor((e.clientY - rect.top) / cell);
   if (t < 0 || t >= d.tokens.length || layer < 0 || layer >= d.n_layers) { tip.style.display = "none"; return; }
   const f = d.flags[layer][t], score = d.scores[layer] ? d.scores[layer][t] : null;
+  const keys = d.keys_attended[layer] ? d.keys_attended[layer][t] : null;
   tip.textContent = `token ${t} ${JSON.stringify(d.tokens[t])}, layer ${layer}\n${category(f).name}` +
-    (f & BITS.full ? "\nK/V at full precision" : "") + (score !== null ? `\nscore ${score.toFixed(4)}` : "");
+    (score !== null ? `\nscore ${score.toFixed(4)}` : "") + (keys !== null ? `\nkeys attended ${keys.toFixed(1)}` : "");
   tip.style.left = e.clientX + 12 + "px";
   tip.style.top = e.clientY + 12 + "px";
   tip.style.display = "block";
@@ -250,6 +285,7 @@ $("heatmap").addEventListener("mousemove", (e) => {
 $("heatmap").addEventListener("mouseleave", () => { $("tip").style.display = "none"; });
 $("add-policy").onclick = () => addPolicyRow(policyList.length ? policyList[0].name : "", "");
 $("run").onclick = run;
+$("view").onchange = draw;
 $("stop").onclick = () => controller && controller.abort();
 init();
 </script>

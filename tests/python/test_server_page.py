@@ -13,7 +13,7 @@ webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 ARTIFACTS = pytest.importorskip("pathlib").Path(os.environ.get("TS_ARTIFACTS", ROOT / "build" / "test-artifacts"))
 
@@ -55,10 +55,14 @@ def test_page_streams_and_draws_heatmap(ts_bin):
                                           "return [d.flags.length, d.tokens.length, d.policies];")
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(str(ARTIFACTS / "server_page.png"))
+            # The scores view: OrthoRank reports its orthogonality scores on the three layers it acts on.
+            Select(browser.find_element(By.ID, "view")).select_by_value("scores")
+            scores_legend = browser.find_element(By.ID, "legend").text
         finally:
             browser.quit()
         assert server.stop() == 0
     assert output.startswith("Once upon a time") and len(output) > len("Once upon a time") + 20
     assert policy in summary and "FFN ran for" in summary
     assert grid[0] == 5 and grid[1] > 5 and grid[2] == [policy]
+    assert "(3 layers reported)" in scores_legend
     assert (ARTIFACTS / "server_page.png").stat().st_size > 10_000
