@@ -68,5 +68,7 @@ void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_sweep(CLI::App& app);
+void register_train_butler(CLI::App& app);
+void register_butler_recall(CLI::App& app);
 
 }  // namespace ts::cli

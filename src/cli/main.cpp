@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   ts::cli::register_eval(app);
   ts::cli::register_serve(app);
   ts::cli::register_sweep(app);
+  ts::cli::register_train_butler(app);
+  ts::cli::register_butler_recall(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -9,6 +9,7 @@
 #include "policies/streaming/streaming.h"
 #include "policies/token_filter/attention_removal.h"
 #include "policies/token_filter/token_filter.h"
+#include "policies/tokenbutler/tokenbutler.h"
 #include "policies/zipvl/zipvl.h"
 
 namespace ts {
@@ -56,6 +57,10 @@ PolicyRegistry build_registry() {
   r.add({"quest",
          "keep=F[,page=16]" + common + ": Quest, query-aware selection of pages by min/max key bounds",
          make<QuestKeys>});
+  r.add({"tokenbutler",
+         "keep=F,predictor=FILE[,recent=0]" + common +
+             ": TokenButler, each query head attends to the keys its trained predictor scores highest",
+         make<TokenButlerKeys>});
   r.add({"streaming", "window=N|keep=F" + common + ": StreamingLLM, sink positions plus a recent window",
          make<StreamingKeys>});
   r.add(

@@ -1,0 +1,297 @@
+// The TokenButler predictor (paper 001): hand-written backward against finite differences, SIMD
+// against the scalar reference, the logit-MSE gradient, the file format, and training that resumes
+// from a checkpoint bit for bit. Small shapes and stories260K only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "policies/builtin_policies.h"
+#include "policies/tokenbutler/butler_file.h"
+#include "policies/tokenbutler/butler_training.h"
+
+namespace ts {
+namespace {
+
+const Model& stories() {
+  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  return *model;
+}
+
+ButlerConfig small_config() {
+  ButlerConfig c;
+  c.n_embd = 24;
+  c.n_reduced = 8;
+  c.n_heads = 2;  // head size 4
+  c.n_layers = 3;
+  c.first_layer = 1;
+  c.n_query_heads = 2;
+  c.imp_dim = 4;
+  c.inter = 6;
+  c.rope_base = 100.0f;
+  return c;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A functional of the outputs whose gradient is known: sum(a * q_imp) + sum(b * k_imp).
+double probe(const ButlerWeights& w, const SimdOps& k, const std::vector<float>& x, size_t n,
+             const std::vector<float>& a, const std::vector<float>& b) {
+  ButlerNet net(w, k);
+  ButlerCache cache;
+  ButlerActs acts;
+  net.forward(x.data(), n, cache, acts);
+  double s = 0.0;
+  for (size_t j = 0; j < a.size(); ++j) s += double(a[j]) * acts.q_imp[j] + double(b[j]) * acts.k_imp[j];
+  return s;
+}
+
+TEST(TokenButler, BackwardMatchesFiniteDifferences) {
+  const ButlerConfig c = small_config();
+  ButlerWeights w = ButlerWeights::init(c, 3);
+  // Non-trivial LayerNorm and biases, so their gradients are exercised.
+  w.for_each([&, seed = 10u](const char*, size_t, size_t cols, std::vector<float>& t) mutable {
+    if (cols == 1) t = random_floats(t.size(), seed++, 0.3f), t[0] += 1.0f;
+  });
+  const size_t n = 7;
+  const auto x = random_floats(n * c.n_embd, 1);
+  const auto a = random_floats(n * c.n_out(), 2), b = random_floats(n * c.n_out(), 3);
+  const SimdOps& k = scalar_ops();
+  ButlerNet net(w, k);
+  ButlerCache cache;
+  ButlerActs acts;
+  net.forward(x.data(), n, cache, acts);
+  ButlerWeights grad = ButlerWeights::zeros(c);
+  std::vector<float> da = a, db = b;
+  net.backward(x.data(), cache, acts, da.data(), db.data(), grad);
+
+  std::vector<std::vector<float>*> ws, gs;
+  std::vector<std::string> names;
+  w.for_each([&](const char* name, size_t, size_t, std::vector<float>& t) {
+    ws.push_back(&t);
+    names.push_back(name);
+  });
+  grad.for_each([&](const char*, size_t, size_t, std::vector<float>& t) { gs.push_back(&t); });
+  for (size_t t = 0; t < ws.size(); ++t) {
+    // Directional derivative along a random direction, central differences.
+    const auto dir = random_floats(ws[t]->size(), 100 + static_cast<uint32_t>(t));
+    double analytic = 0.0;
+    for (size_t j = 0; j < dir.size(); ++j) analytic += double((*gs[t])[j]) * dir[j];
+    const float eps = 1e-2f;
+    const std::vector<float> saved = *ws[t];
+    for (size_t j = 0; j < dir.size(); ++j) (*ws[t])[j] = saved[j] + eps * dir[j];
+    const double up = probe(w, k, x, n, a, b);
+    for (size_t j = 0; j < dir.size(); ++j) (*ws[t])[j] = saved[j] - eps * dir[j];
+    const double down = probe(w, k, x, n, a, b);
+    *ws[t] = saved;
+    const double numeric = (up - down) / (2.0 * eps);
+    EXPECT_NEAR(analytic, numeric, 2e-2 * std::max(1.0, std::fabs(numeric))) << names[t];
+  }
+}
+
+TEST(TokenButler, SimdMatchesTheScalarReference) {
+  const ButlerConfig c = small_config();
+  const ButlerWeights w = ButlerWeights::init(c, 4);
+  const size_t n = 9;
+  const auto x = random_floats(n * c.n_embd, 5);
+  ButlerWeights g1 = ButlerWeights::zeros(c), g2 = ButlerWeights::zeros(c);
+  std::vector<float> q1, q2;
+  for (const SimdOps* k : {&scalar_ops(), &ops()}) {
+    ButlerNet net(w, *k);
+    ButlerCache cache;
+    ButlerActs acts;
+    net.forward(x.data(), n, cache, acts);
+    auto da = random_floats(n * c.n_out(), 6), db = random_floats(n * c.n_out(), 7);
+    net.backward(x.data(), cache, acts, da.data(), db.data(), k == &scalar_ops() ? g1 : g2);
+    (k == &scalar_ops() ? q1 : q2) = acts.q_imp;
+  }
+  for (size_t j = 0; j < q1.size(); ++j) ASSERT_NEAR(q1[j], q2[j], 1e-4f);
+  for (size_t j = 0; j < g1.q_hidden.size(); ++j) ASSERT_NEAR(g1.q_hidden[j], g2.q_hidden[j], 1e-3f);
+  for (size_t j = 0; j < g1.w_in.size(); ++j) ASSERT_NEAR(g1.w_in[j], g2.w_in[j], 1e-3f);
+}
+
+TEST(TokenButler, IncrementalForwardEqualsTheWholeBatch) {
+  const ButlerConfig c = small_config();
+  const ButlerWeights w = ButlerWeights::init(c, 8);
+  const size_t n = 6;
+  const auto x = random_floats(n * c.n_embd, 9);
+  ButlerNet net(w, ops());
+  ButlerCache whole, steps;
+  ButlerActs a, s;
+  net.forward(x.data(), n, whole, a);
+  for (size_t t = 0; t < n; ++t) {
+    net.forward(x.data() + t * c.n_embd, 1, steps, s);
+    for (size_t j = 0; j < c.n_out(); ++j) ASSERT_NEAR(s.k_imp[j], a.k_imp[t * c.n_out() + j], 1e-5f);
+    for (size_t j = 0; j < c.n_out(); ++j) ASSERT_NEAR(s.q_imp[j], a.q_imp[t * c.n_out() + j], 1e-5f);
+  }
+}
+
+ButlerConfig stories_config() {
+  const ModelConfig& m = stories().config();
+  ButlerConfig c;
+  c.n_embd = m.n_embd;
+  c.n_reduced = m.n_embd / 8;
+  c.n_heads = 4;
+  c.n_layers = m.n_layers;
+  c.n_query_heads = m.n_heads;
+  c.imp_dim = 4;
+  c.inter = 8;
+  c.rope_base = m.rope_base;
+  return c;
+}
+
+std::vector<std::vector<int32_t>> stories_chunks(size_t n_chunks, size_t len) {
+  std::mt19937 rng(12);
+  std::vector<std::vector<int32_t>> chunks(n_chunks, std::vector<int32_t>(len));
+  for (auto& c : chunks)
+    for (auto& t : c) t = static_cast<int32_t>(3 + rng() % 400);
+  return chunks;
+}
+
+TEST(TokenButler, LogitMseGradientMatchesFiniteDifferences) {
+  const ButlerConfig c = stories_config();
+  ThreadPool pool(1);
+  Transformer llm(stories(), pool, 16);
+  auto capture = std::make_unique<AttentionCapture>(c.first_layer);
+  AttentionCapture& cap = *capture;
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(std::move(capture));
+  llm.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  const auto tokens = stories_chunks(1, 12)[0];
+  run_with_capture(llm, tokens);
+  ButlerWeights w = ButlerWeights::init(c, 13);
+  ButlerNet net(w, ops());
+  const auto loss_at = [&](std::vector<float>* dq, std::vector<float>* dk) {
+    ButlerCache cache;
+    ButlerActs acts;
+    net.forward(cap.input().data(), tokens.size(), cache, acts);
+    std::vector<float> q(acts.q_imp.size()), k(acts.k_imp.size());
+    const double loss = butler_mse(c, llm, cap, acts, q.data(), k.data());
+    if (dq) *dq = q, *dk = k;
+    return loss;
+  };
+  std::vector<float> dq, dk;
+  loss_at(&dq, &dk);
+  // Through the whole network: the direction of k_out and q_hidden.
+  ButlerWeights grad = ButlerWeights::zeros(c);
+  {
+    ButlerCache cache;
+    ButlerActs acts;
+    net.forward(cap.input().data(), tokens.size(), cache, acts);
+    net.backward(cap.input().data(), cache, acts, dq.data(), dk.data(), grad);
+  }
+  for (auto [wt, gt] : {std::pair{&w.k_out, &grad.k_out}, std::pair{&w.q_hidden, &grad.q_hidden}}) {
+    const auto dir = random_floats(wt->size(), 14);
+    double analytic = 0.0;
+    for (size_t j = 0; j < dir.size(); ++j) analytic += double((*gt)[j]) * dir[j];
+    const std::vector<float> saved = *wt;
+    const float eps = 1e-3f;
+    for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] + eps * dir[j];
+    const double up = loss_at(nullptr, nullptr);
+    for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] - eps * dir[j];
+    const double down = loss_at(nullptr, nullptr);
+    *wt = saved;
+    EXPECT_NEAR(analytic, (up - down) / (2 * eps), 2e-2 * std::max(1.0, std::fabs(analytic)));
+  }
+}
+
+TEST(TokenButler, FileRoundTripsInF32AndF16) {
+  const ButlerConfig c = small_config();
+  const std::string path = testing::TempDir() + "/butler_roundtrip.safetensors";
+  ButlerFile f{ButlerWeights::init(c, 15), {{"note", "x"}}, {{"extra.t", {1.0f, 2.0f}}}};
+  save_butler(path, f, false);
+  ButlerFile g = load_butler(path);
+  EXPECT_EQ(g.weights.k_out, f.weights.k_out);
+  EXPECT_EQ(g.weights.config.inter, c.inter);
+  EXPECT_EQ(g.metadata.at("note"), "x");
+  EXPECT_EQ(g.extra.at("extra.t"), (std::vector<float>{1.0f, 2.0f}));
+  save_butler(path, f, true);
+  g = load_butler(path);
+  for (size_t j = 0; j < f.weights.q_out.size(); ++j)
+    ASSERT_NEAR(g.weights.q_out[j], f.weights.q_out[j], 1e-3f);
+  std::filesystem::resize_file(path, 100);
+  EXPECT_THROW(load_butler(path), Error);
+  EXPECT_THROW(load_butler(path + ".missing"), Error);
+}
+
+TEST(TokenButler, TrainingLowersTheLossAndResumesBitForBit) {
+  const ButlerConfig c = stories_config();
+  ButlerTrainOptions o;
+  o.steps = 14;
+  o.lr = 1e-2;
+  ThreadPool pool(1);
+  {
+    ButlerTrainer one_chunk(stories(), pool, c, o, stories_chunks(1, 24));
+    const double first = one_chunk.step();
+    double last = first;
+    for (size_t s = 1; s < o.steps; ++s) last = one_chunk.step();
+    EXPECT_LT(last, 0.9 * first);
+  }
+  o.steps = 6;
+  const auto chunks = stories_chunks(3, 24);
+  ButlerTrainer straight(stories(), pool, c, o, chunks);
+  std::vector<double> losses;
+  for (size_t s = 0; s < o.steps; ++s) losses.push_back(straight.step());
+
+  const std::string ckpt = testing::TempDir() + "/butler_resume.ckpt";
+  {
+    ButlerTrainer first(stories(), pool, c, o, chunks);
+    for (size_t s = 0; s < 3; ++s) first.step();
+    first.save_checkpoint(ckpt, {});
+  }
+  ButlerTrainer resumed(stories(), pool, c, o, chunks);
+  resumed.resume(ckpt);
+  EXPECT_EQ(resumed.steps_done(), 3u);
+  for (size_t s = 3; s < o.steps; ++s) EXPECT_EQ(resumed.step(), losses[s]);
+  EXPECT_EQ(resumed.weights().q_out, straight.weights().q_out);
+  EXPECT_EQ(resumed.weights().w_in, straight.weights().w_in);
+}
+
+std::string stories_predictor() {
+  const std::string path = testing::TempDir() + "/butler_stories.safetensors";
+  save_butler(path, {ButlerWeights::init(stories_config(), 21), {}, {}}, false);
+  return path;
+}
+
+std::vector<float> run_policy(const std::string& spec, std::span<const int32_t> tokens, size_t step) {
+  ThreadPool pool(2);
+  Transformer tf(stories(), pool, 96);
+  if (!spec.empty()) tf.set_policies(make_policy_stack(std::vector<std::string>{spec}, stories()));
+  std::vector<float> out;
+  for (size_t i = 0; i < tokens.size(); i += step) {
+    const auto l = tf.forward(tokens.subspan(i, std::min(step, tokens.size() - i)), true);
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
+  const std::string path = stories_predictor();
+  const auto tokens = stories_chunks(1, 64)[0];
+  EXPECT_EQ(run_policy("tokenbutler:keep=1,predictor=" + path, tokens, 64), run_policy("", tokens, 64));
+  for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8"}) {
+    const std::string spec = "tokenbutler:predictor=" + path + opts;
+    const auto whole = run_policy(spec, tokens, 64), steps = run_policy(spec, tokens, 1);
+    const auto dense = run_policy("", tokens, 64);
+    ASSERT_EQ(whole.size(), steps.size());
+    for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], steps[i], 1e-3f) << spec;
+    EXPECT_NE(whole, dense) << spec;  // sparse attention changes the result
+  }
+  EXPECT_THROW(make_policy_stack(std::vector<std::string>{"tokenbutler:keep=0.5"}, stories()), Error);
+  EXPECT_THROW(
+      make_policy_stack(std::vector<std::string>{"tokenbutler:keep=0.5,predictor=/nonexistent"}, stories()),
+      Error);
+}
+
+}  // namespace
+}  // namespace ts
