@@ -8,7 +8,8 @@
 // EOS and cut into chunks of --seq tokens; chunks where one token makes up over 70% are dropped
 // (the authors' filter). --tokens N trains N / --seq steps, cycling through the chunks in a
 // seeded order. A checkpoint (FILE.ckpt) is written every --checkpoint-every steps and at the
-// end; --resume continues from it bit for bit (same flags and thread count).
+// end; --resume continues from it bit for bit (same flags and thread count); --reschedule lets
+// it continue under another --tokens (a shorter or longer schedule from the checkpoint's step).
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -30,7 +31,7 @@ struct TrainOptions {
   double lr = 1e-3;
   uint64_t seed = 1;
   std::string out;
-  bool resume = false, f16 = false, json = false;
+  bool resume = false, reschedule = false, f16 = false, json = false;
 };
 
 // The documents of one --train argument.
@@ -127,13 +128,14 @@ void train_butler(const TrainOptions& o) {
   const std::string ckpt = o.out + ".ckpt";
   if (o.resume) {
     TS_CHECK(std::filesystem::exists(ckpt), "--resume: no checkpoint ", ckpt);
-    trainer.resume(ckpt);
+    trainer.resume(ckpt, o.reschedule);
     std::fprintf(stderr, "resumed at step %zu\n", trainer.steps_done());
   }
   std::map<std::string, std::string> meta = {{"model", mc.name},
                                              {"train_tokens", std::to_string(t.steps * o.seq)},
                                              {"seq", std::to_string(o.seq)},
                                              {"params", std::to_string(params)}};
+  if (o.reschedule) meta["rescheduled_at_step"] = std::to_string(trainer.steps_done());
   Progress progress("train-butler", t.steps);
   double loss = 0.0, loss_avg = 0.0;
   const size_t stop = o.stop_after ? std::min(o.stop_after, t.steps) : t.steps;
@@ -180,6 +182,10 @@ void register_train_butler(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--stop-after", opts->stop_after, "stop (with a checkpoint) after this many steps");
   cmd->add_flag("--resume", opts->resume, "continue from FILE.ckpt");
+  cmd->add_flag("--reschedule", opts->reschedule,
+                "with --resume: the checkpoint may be of a run with another --tokens; this run's schedule "
+                "applies from its step on (not bit-identical to an uninterrupted run)")
+      ->needs("--resume");
   cmd->add_flag("--f16", opts->f16, "store the predictor's weights in F16");
   cmd->add_flag("--json", opts->json, "one JSON object on stdout");
   cmd->callback([opts] { train_butler(*opts); });

@@ -110,14 +110,14 @@ void ButlerTrainer::save_checkpoint(const std::string& path,
   save_butler(path, f, false);
 }
 
-void ButlerTrainer::resume(const std::string& path) {
+void ButlerTrainer::resume(const std::string& path, bool reschedule) {
   ButlerFile f = load_butler(path);
   const ButlerConfig &a = f.weights.config, &b = weights_.config;
   TS_CHECK(a.n_embd == b.n_embd && a.n_layers == b.n_layers && a.imp_dim == b.imp_dim && a.inter == b.inter &&
                a.n_query_heads == b.n_query_heads && a.first_layer == b.first_layer,
            path, ": checkpoint config differs from this run's");
-  TS_CHECK(f.metadata.count("step") && f.metadata["steps"] == std::to_string(options_.steps), path,
-           ": checkpoint is not of a run with ", options_.steps, " steps");
+  TS_CHECK(f.metadata.count("step") && (reschedule || f.metadata["steps"] == std::to_string(options_.steps)),
+           path, ": checkpoint is not of a run with ", options_.steps, " steps");
   weights_ = std::move(f.weights);
   size_t t = 0;
   weights_.for_each([&](const char* name, size_t, size_t, const std::vector<float>& w) {
@@ -128,6 +128,8 @@ void ButlerTrainer::resume(const std::string& path) {
     ++t;
   });
   step_ = std::stoul(f.metadata["step"]);
+  TS_CHECK(step_ < options_.steps, path, ": checkpoint step ", step_, " is past this run's ", options_.steps,
+           " steps");
 }
 
 }  // namespace ts

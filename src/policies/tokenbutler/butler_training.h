@@ -42,8 +42,10 @@ class ButlerTrainer {
 
   // Checkpoint: weights, AdamW moments and the step, in the predictor file format (F32).
   void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata) const;
-  // Continues a run from a checkpoint made with the same config and options.
-  void resume(const std::string& path);
+  // Continues a run from a checkpoint made with the same config and options. reschedule: the
+  // checkpoint may come from a run with another step count; this run's schedule applies from the
+  // checkpoint's step on (then the result is not that of either uninterrupted run).
+  void resume(const std::string& path, bool reschedule = false);
 
  private:
   const std::vector<int32_t>& chunk_of(size_t step) const;
