@@ -5,13 +5,17 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "eval/ppl_datasets.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/tokenbutler/butler_file.h"
+#include "policies/tokenbutler/butler_metrics.h"
 #include "policies/tokenbutler/butler_training.h"
 
 namespace ts {
@@ -291,6 +295,30 @@ TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   EXPECT_THROW(
       make_policy_stack(std::vector<std::string>{"tokenbutler:keep=0.5,predictor=/nonexistent"}, stories()),
       Error);
+}
+
+// The committed SmolLM2 predictor loads and reproduces the recall recorded next to it (the model
+// file is git-ignored: skipped where it is absent).
+TEST(TokenButler, CommittedPredictorReproducesItsRecordedRecall) {
+  namespace fs = std::filesystem;
+  const fs::path model_path = fs::path(TS_SOURCE_DIR) / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const fs::path predictor = fs::path(TS_SOURCE_DIR) / "predictors/smollm2-135m-instruct.butler.safetensors";
+  if (!fs::exists(model_path)) GTEST_SKIP() << "SmolLM2 model file not present";
+  std::ifstream in(fs::path(TS_SOURCE_DIR) / "predictors/smollm2-135m-instruct.butler.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json record = nlohmann::json::parse(in)["recall_check"];
+  const auto model = Model::load(model_path.string());
+  const ButlerFile file = load_butler(predictor.string());
+  const size_t ctx = record["ctx"].get<size_t>();
+  const std::vector<int32_t> tokens =
+      model->tokenizer().encode(load_ppl_corpus("wikitext2", TS_SHARED_DIR "/data").text, false, false);
+  ThreadPool pool(2);
+  RecallMeter meter(*model, pool, file.weights, ctx);
+  meter.add(std::span(tokens).first(ctx));
+  const RecallReport r = meter.report();
+  for (size_t q = 0; q < r.percents.size(); ++q)
+    EXPECT_NEAR(r.recall[q], record["recall"][std::to_string(int(r.percents[q]))].get<double>(), 2e-3) << q;
+  EXPECT_NEAR(r.top50_accuracy, record["top50_accuracy"].get<double>(), 2e-3);
 }
 
 }  // namespace
