@@ -70,5 +70,7 @@ void register_serve(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_train_butler(CLI::App& app);
 void register_butler_recall(CLI::App& app);
+void register_calibrate(CLI::App& app);
+void register_analyze(CLI::App& app);
 
 }  // namespace ts::cli

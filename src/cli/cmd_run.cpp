@@ -1,12 +1,14 @@
 // tokensieve run: stream a completion (or a chat reply) for one prompt.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include "cli/cli_common.h"
 #include "core/error.h"
 #include "model/chat_template.h"
 #include "runtime/sampler.h"
 #include "runtime/transformer.h"
+#include "server/decisions_json.h"
 
 namespace ts::cli {
 namespace {
@@ -17,6 +19,7 @@ struct RunOptions {
   int n_predict = 128;
   bool chat = false;
   bool ignore_eos = false;
+  std::string decision_log;  // file for the decisions as JSON ("" = none)
   SamplerParams sampling;
 };
 
@@ -72,6 +75,12 @@ void run(const RunOptions& o) {
   if (tf.policies())
     std::fprintf(stderr, "policies: FFN ran for %.1f%% of (token, layer) pairs; after the prompt %s\n",
                  100.0 * decisions.ffn_fraction(), kv_after_prompt.c_str());
+  if (!o.decision_log.empty()) {
+    std::ofstream f(o.decision_log, std::ios::trunc);
+    const std::span<const int32_t> ran = std::span(tokens).first(tf.n_past());
+    f << server::decisions_json(decisions, ran, *model, "run").dump() << "\n";
+    TS_CHECK(f, o.decision_log, ": cannot write the decision log");
+  }
 }
 
 }  // namespace
@@ -84,6 +93,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("-n,--n-predict", opts->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--chat", opts->chat, "wrap the prompt in the model's chat template as a user message");
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating past end-of-generation tokens");
+  cmd->add_option("--decision-log", opts->decision_log,
+                  "write what the policies decided (per batch, layer and token) to this JSON file");
   SamplerParams& s = opts->sampling;
   cmd->add_option("--temp", s.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", s.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));

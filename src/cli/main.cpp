@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   ts::cli::register_sweep(app);
   ts::cli::register_train_butler(app);
   ts::cli::register_butler_recall(app);
+  ts::cli::register_calibrate(app);
+  ts::cli::register_analyze(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
