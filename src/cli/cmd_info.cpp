@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
+#include "policies/builtin_policies.h"
 #include "runtime/kv_cache.h"
 
 namespace ts::cli {
@@ -11,6 +12,7 @@ namespace {
 
 struct InfoOptions {
   ModelOptions model;
+  std::vector<std::string> policies;  // a kvquant policy sets the KV format counted
   bool json = false;
 };
 
@@ -25,7 +27,9 @@ void info(const InfoOptions& o) {
     n_params += t.n_elements;
   }
   // Tied models store no output.weight, so parameters counted are the distinct stored ones.
-  const size_t kv_bytes = KvCache(c.n_layers, 1, size_t{c.n_kv_heads} * c.head_dim).bytes_per_token();
+  const std::unique_ptr<PolicyStack> stack = make_policy_stack(o.policies, *model);
+  const KvFormat format = stack && stack->kv_format() ? *stack->kv_format() : KvFormat{};
+  const KvCache one_token(c.n_layers, 1, size_t{c.n_kv_heads} * c.head_dim, c.head_dim, format);
   nlohmann::json j = {
       {"file", o.model.model_path},
       {"gguf_version", model->gguf().version()},
@@ -45,7 +49,9 @@ void info(const InfoOptions& o) {
       {"n_vocab", c.n_vocab},
       {"n_params", n_params},
       {"weight_bytes", model->weight_bytes()},
-      {"kv_bytes_per_token", kv_bytes},
+      {"kv_format", format.describe()},
+      {"kv_bytes_per_token", one_token.bytes_per_token()},
+      {"kv_full_token_bytes", one_token.full_token_bytes() * c.n_layers},
       {"tied_output", model->gguf().find_tensor("output.weight") == nullptr},
       {"tokenizer",
        {{"model", tok.model_name()},
@@ -68,6 +74,7 @@ void register_info(CLI::App& app) {
   auto opts = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "describe a GGUF model");
   add_model_options(*cmd, opts->model, false);
+  add_policy_option(*cmd, opts->policies);
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { info(*opts); });
 }

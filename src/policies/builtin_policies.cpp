@@ -1,6 +1,7 @@
 #include "policies/builtin_policies.h"
 
 #include "policies/h2o/h2o.h"
+#include "policies/kvquant/kvquant.h"
 #include "policies/oracle/oracle.h"
 #include "policies/orthorank/orthorank.h"
 #include "policies/quest/quest.h"
@@ -73,6 +74,10 @@ PolicyRegistry build_registry() {
          "keep=R[,after=2][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]: ZipVL's "
          "selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
          [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Fixed); }});
+  r.add({"kvquant",
+         "bits=8|4|2[,group=128][,mode=token|kivi][,residual=0][,prefill=full|quantized]: low-bit KV cache "
+         "(asymmetric RTN; values per token, keys per token or per channel as KIVI)",
+         make<KvQuant>});
   return r;
 }
 

@@ -1,24 +1,261 @@
 #include "runtime/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <iterator>
 #include <numeric>
 
+#include "core/error.h"
+#include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
+
 namespace ts {
 
-KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim)
+std::string KvFormat::describe() const {
+  if (!quantized()) return "f16";
+  std::string s = "int" + std::to_string(bits) + (channel_keys ? " kivi" : " per-token") +
+                  " group=" + std::to_string(group);
+  if (residual) s += " residual=" + std::to_string(residual);
+  if (quantized_prefill) s += " quantized-prefill";
+  return s;
+}
+
+KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, KvFormat format)
     : n_layers_(n_layers),
       n_ctx_(n_ctx),
       kv_dim_(kv_dim),
-      keys_(n_layers * n_ctx * kv_dim),
-      values_(n_layers * n_ctx * kv_dim),
+      head_dim_(head_dim ? head_dim : kv_dim),
+      format_(format),
       all_positions_(n_ctx),
       partial_(n_layers, 0),
       held_(n_layers) {
   std::iota(all_positions_.begin(), all_positions_.end(), 0u);
+  if (!format.quantized()) {
+    TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
+    keys_.resize(n_layers * n_ctx * kv_dim);
+    values_.resize(n_layers * n_ctx * kv_dim);
+    return;
+  }
+  const size_t g = format.group;
+  TS_CHECK(valid_code_bits(format.bits), "KV cache: bits must be 16, 8, 4 or 2, not ", format.bits);
+  TS_CHECK(g >= 4 && g % 4 == 0, "KV cache: group must be a positive multiple of 4, not ", g);
+  head_dim = head_dim_;
+  TS_CHECK(head_dim % 4 == 0, "KV cache: quantized formats need a head dim divisible by 4 (", head_dim, ")");
+  row_bytes_ = code_bytes(format.bits, kv_dim);
+  n_groups_ = (kv_dim + g - 1) / g;
+  n_blocks_ = (n_ctx + g - 1) / g;
+  window_ = std::min(n_ctx, format.residual + g + kKvWindowBatch);
+  key_codes_.resize(n_layers * n_ctx * row_bytes_);
+  value_codes_.resize(n_layers * n_ctx * row_bytes_);
+  value_ranges_.resize(n_layers * n_ctx * n_groups_);
+  if (format.channel_keys) {
+    key_block_ranges_.resize(n_layers * n_blocks_ * kv_dim);
+  } else {
+    key_ranges_.resize(n_layers * n_ctx * n_groups_);
+  }
+  kind_.assign(n_layers * n_ctx, kAbsent);
+  ring_k_.resize(n_layers * window_ * kv_dim);
+  ring_v_.resize(n_layers * window_ * kv_dim);
+  pinned_pos_.resize(n_layers);
+  pinned_k_.resize(n_layers);
+  pinned_v_.resize(n_layers);
+  keys_coded_to_.assign(n_layers, 0);
+  for (size_t h = 0; h * head_dim < kv_dim; ++h) {
+    const size_t lo = h * head_dim, hi = lo + head_dim;
+    head_segments_.push_back({uint32_t(lo), uint32_t(head_dim), 0});
+    std::vector<KvSegment>& segs = group_segments_.emplace_back();
+    for (size_t c = lo; c < hi;) {
+      const size_t end = std::min(hi, (c / g + 1) * g);
+      segs.push_back({uint32_t(c), uint32_t(end - c), uint32_t(c / g)});
+      c = end;
+    }
+  }
+}
+
+size_t KvCache::bytes_per_token() const {
+  if (!quantized()) return n_layers_ * kv_dim_ * 2 * sizeof(uint16_t);
+  const size_t ranges = sizeof(CodeRange) * n_groups_;
+  const size_t key_ranges =
+      format_.channel_keys ? (sizeof(CodeRange) * kv_dim_ + format_.group - 1) / format_.group : ranges;
+  return n_layers_ * (2 * row_bytes_ + ranges + key_ranges + sizeof(uint8_t));
+}
+
+void KvCache::begin_batch(size_t pos0, size_t n_tok) {
+  if (!quantized()) return;
+  const size_t n_total = pos0 + n_tok, g = format_.group;
+  const size_t recent = n_total - std::min(n_total, format_.residual);
+  const size_t keys_coded = format_.channel_keys ? n_total / g * g : n_total;
+  const size_t wanted = std::min(keys_coded, format_.quantized_prefill ? recent : std::min(pos0, recent));
+  window_from_ = std::max(n_total - std::min(n_total, window_), wanted);
+}
+
+void KvCache::code_token_groups(const float* x, uint8_t* codes, CodeRange* ranges) const {
+  uint8_t c[512];
+  for (size_t g = 0; g < n_groups_; ++g) {
+    const size_t lo = g * format_.group, hi = std::min(kv_dim_, lo + format_.group);
+    const auto [mn, mx] = std::minmax_element(x + lo, x + hi);
+    ranges[g] = code_range(*mn, *mx, format_.bits);
+  }
+  for (size_t h = 0; h < group_segments_.size(); ++h)
+    for (const KvSegment& s : group_segments_[h]) {
+      TS_CHECK(s.size <= sizeof c, "KV cache: segment too long");
+      for (size_t j = 0; j < s.size; ++j) c[j] = code_of(x[s.offset + j], ranges[s.group], format_.bits);
+      pack_codes(c, s.size, format_.bits, codes + code_bytes(format_.bits, s.offset));
+    }
+}
+
+void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, KvStorage storage) {
+  const SimdOps& ops_ = ops();
+  if (!quantized()) {
+    ops_.f32_to_f16(k, key(layer, pos), kv_dim_);
+    ops_.f32_to_f16(v, value(layer, pos), kv_dim_);
+    return;
+  }
+  ops_.f32_to_f16(k, ring_row(ring_k_, layer, pos), kv_dim_);
+  ops_.f32_to_f16(v, ring_row(ring_v_, layer, pos), kv_dim_);
+  const size_t row = layer * n_ctx_ + pos;
+  kind_[row] = storage == KvStorage::Full ? kFull : kCoded;
+  if (storage == KvStorage::Full) return;
+  code_token_groups(v, &value_codes_[row * row_bytes_], &value_ranges_[row * n_groups_]);
+  if (!format_.channel_keys)
+    code_token_groups(k, &key_codes_[row * row_bytes_], &key_ranges_[row * n_groups_]);
+}
+
+// KIVI: one block of `group` tokens, each channel over the block's coded tokens (full-precision
+// tokens take no part in the ranges), from the half-precision window.
+void KvCache::code_key_block(size_t layer, size_t block) {
+  const size_t g = format_.group, p0 = block * g, p1 = std::min(n_ctx_, p0 + g);
+  CodeRange* ranges = &key_block_ranges_[(layer * n_blocks_ + block) * kv_dim_];
+  std::vector<float> lo(kv_dim_, INFINITY), hi(kv_dim_, -INFINITY);
+  std::vector<uint8_t> c(kv_dim_);
+  for (size_t p = p0; p < p1; ++p) {
+    if (kind_[layer * n_ctx_ + p] != kCoded) continue;
+    const uint16_t* r = ring_row(ring_k_, layer, p);
+    for (size_t ch = 0; ch < kv_dim_; ++ch) {
+      const float x = fp16_to_float(r[ch]);
+      lo[ch] = std::min(lo[ch], x);
+      hi[ch] = std::max(hi[ch], x);
+    }
+  }
+  for (size_t ch = 0; ch < kv_dim_; ++ch)
+    ranges[ch] = lo[ch] <= hi[ch] ? code_range(lo[ch], hi[ch], format_.bits) : CodeRange{};
+  for (size_t p = p0; p < p1; ++p) {
+    if (kind_[layer * n_ctx_ + p] != kCoded) continue;
+    const uint16_t* r = ring_row(ring_k_, layer, p);
+    for (size_t ch = 0; ch < kv_dim_; ++ch) c[ch] = code_of(fp16_to_float(r[ch]), ranges[ch], format_.bits);
+    for (const KvSegment& s : head_segments_)
+      pack_codes(&c[s.offset], s.size, format_.bits,
+                 &key_codes_[(layer * n_ctx_ + p) * row_bytes_ + code_bytes(format_.bits, s.offset)]);
+  }
+}
+
+void KvCache::commit(size_t layer, size_t pos0, size_t n_tok) {
+  if (!quantized()) return;
+  std::vector<uint32_t>& pins = pinned_pos_[layer];
+  for (size_t p = pos0; p < pos0 + n_tok; ++p) {
+    if (kind_[layer * n_ctx_ + p] != kFull) continue;
+    const auto at = std::lower_bound(pins.begin(), pins.end(), uint32_t(p));
+    const size_t slot = static_cast<size_t>(at - pins.begin());
+    pins.insert(at, uint32_t(p));
+    const auto insert_row = [&](std::vector<uint16_t>& rows, const std::vector<uint16_t>& ring) {
+      const uint16_t* r = ring_row(ring, layer, p);
+      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(slot * kv_dim_), r, r + kv_dim_);
+    };
+    insert_row(pinned_k_[layer], ring_k_);
+    insert_row(pinned_v_[layer], ring_v_);
+  }
+  if (!format_.channel_keys) return;
+  for (size_t& done = keys_coded_to_[layer]; done + format_.group <= pos0 + n_tok; done += format_.group)
+    code_key_block(layer, done / format_.group);
+}
+
+KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>& ring,
+                          const std::vector<std::vector<uint16_t>>& pinned, bool keys) const {
+  if (pos >= window_from_) return {ring_row(ring, layer, pos), nullptr, nullptr};
+  const size_t row = layer * n_ctx_ + pos;
+  if (kind_[row] == kFull) {
+    const std::vector<uint32_t>& pins = pinned_pos_[layer];
+    const size_t slot =
+        static_cast<size_t>(std::lower_bound(pins.begin(), pins.end(), uint32_t(pos)) - pins.begin());
+    return {&pinned[layer][slot * kv_dim_], nullptr, nullptr};
+  }
+  const std::vector<uint8_t>& codes = keys ? key_codes_ : value_codes_;
+  const CodeRange* ranges = keys ? (format_.channel_keys ? nullptr : &key_ranges_[row * n_groups_])
+                                 : &value_ranges_[row * n_groups_];
+  return {nullptr, &codes[row * row_bytes_], ranges};
+}
+
+void KvCache::decode_row(const KvRowRef& r, float* out) const {
+  if (r.half) {
+    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(r.half[c]);
+    return;
+  }
+  for (size_t h = 0; h < group_segments_.size(); ++h)
+    for (const KvSegment& s : group_segments_[h]) {
+      const uint8_t* packed = r.codes + code_bytes(format_.bits, s.offset);
+      for (size_t j = 0; j < s.size; ++j) {
+        const CodeRange cr = r.ranges[s.group];
+        out[s.offset + j] = cr.scale * static_cast<float>(code_at(packed, format_.bits, s.size, j)) + cr.min;
+      }
+    }
+}
+
+void KvCache::read_key(size_t layer, size_t pos, float* out) const {
+  if (!quantized()) {
+    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(key(layer, pos)[c]);
+    return;
+  }
+  // KIVI codes are packed per head (one segment each), per-token codes per group segment; both
+  // decode through the per-head segment lists with the matching ranges.
+  const KvRowRef r = key_row(layer, pos);
+  if (r.half || !format_.channel_keys) return decode_row(r, out);
+  const CodeRange* ranges = key_block_ranges(layer, pos);
+  for (const KvSegment& s : head_segments_) {
+    const uint8_t* packed = r.codes + code_bytes(format_.bits, s.offset);
+    for (size_t j = 0; j < s.size; ++j)
+      out[s.offset + j] =
+          ranges[s.offset + j].scale * static_cast<float>(code_at(packed, format_.bits, s.size, j)) +
+          ranges[s.offset + j].min;
+  }
+}
+
+void KvCache::read_value(size_t layer, size_t pos, float* out) const {
+  if (!quantized()) {
+    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(value(layer, pos)[c]);
+    return;
+  }
+  decode_row(value_row(layer, pos), out);
 }
 
 void KvCache::set_size(size_t n) {
+  if (quantized() && n < n_used_) {
+    for (size_t l = 0; l < n_layers_; ++l) {
+      std::fill(kind_.begin() + static_cast<std::ptrdiff_t>(l * n_ctx_ + n),
+                kind_.begin() + static_cast<std::ptrdiff_t>(l * n_ctx_ + n_used_), kAbsent);
+      std::vector<uint32_t>& pins = pinned_pos_[l];
+      const size_t kept =
+          static_cast<size_t>(std::lower_bound(pins.begin(), pins.end(), uint32_t(n)) - pins.begin());
+      pins.resize(kept);
+      pinned_k_[l].resize(kept * kv_dim_);
+      pinned_v_[l].resize(kept * kv_dim_);
+      // A coded KIVI key block cut by the new end is coded again once full: its kept keys go
+      // back to the window, decoded, unless the window still holds them as written.
+      size_t& coded = keys_coded_to_[l];
+      if (coded <= n) continue;
+      const size_t block_start = n / format_.group * format_.group;
+      if (block_start + window_ < n_used_) {
+        std::vector<float> row(kv_dim_);
+        window_from_ = n_ctx_;  // read the codes
+        for (size_t p = block_start; p < n; ++p) {
+          if (kind_[l * n_ctx_ + p] != kCoded) continue;
+          read_key(l, p, row.data());
+          ops().f32_to_f16(row.data(), ring_row(ring_k_, l, p), kv_dim_);
+        }
+      }
+      coded = block_start;
+    }
+  }
   n_used_ = n;
   for (size_t l = 0; l < n_layers_; ++l) {
     if (!partial_[l]) continue;
@@ -61,8 +298,8 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
   if (!partial_[layer]) list_held(layer, n_used_);
   std::vector<uint32_t> gone(positions.begin(), positions.end());
   std::sort(gone.begin(), gone.end());
-  std::vector<uint32_t>& h = held_[layer];
   std::vector<uint32_t> kept;
+  std::vector<uint32_t>& h = held_[layer];
   kept.reserve(h.size());
   std::set_difference(h.begin(), h.end(), gone.begin(), gone.end(), std::back_inserter(kept));
   h.swap(kept);

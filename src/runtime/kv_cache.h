@@ -1,6 +1,15 @@
 #pragma once
-// Keys and values of past tokens per layer, stored in IEEE half precision (as llama.cpp's
-// default), row t holding all KV heads of the token at position t.
+// Keys and values of past tokens per layer, row t holding all KV heads of the token at position t.
+//
+// Storage format (KvFormat): IEEE half precision (llama.cpp's default), or low-bit codes
+// (kernels/kv_codes.h) read by fused dequantize-and-dot attention (runtime/kv_attention.h):
+//   - values: per token, asymmetric RTN in groups of `group` channels;
+//   - keys: the same per token, or per channel over blocks of `group` tokens (KIVI). A key block
+//     is quantized once its `group` tokens are all written; until then its keys are read from a
+//     half-precision window of the most recent tokens, which also serves the `residual` most
+//     recent tokens (and, unless quantized_prefill, the batch being written) at full precision;
+//   - tokens written as KvStorage::Full (attention sinks, Preserve-First-N) keep half-precision
+//     K and V at that layer and take no part in any range.
 //
 // Each layer holds every position written so far, unless a policy left tokens out of that layer
 // (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering) or evicted them (H2O, StreamingLLM,
@@ -9,23 +18,81 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "kernels/kv_codes.h"
 
 namespace ts {
 
+enum class KvStorage : uint8_t {
+  Default,  // the cache's format
+  Full,     // full precision whatever the cache's format (sink tokens under KVSink, Preserve-First-N)
+  Dropped,  // not cached: later queries never see this token at this layer
+};
+
+struct KvFormat {
+  unsigned bits = 16;         // 16: IEEE half; 8, 4, 2: RTN codes
+  size_t group = 128;         // channels per value (and per-token key) group; tokens per KIVI key block
+  bool channel_keys = false;  // KIVI: keys quantized per channel over blocks of `group` tokens
+  size_t residual = 0;        // the most recent tokens read at full precision
+  bool quantized_prefill =
+      false;  // a batch attends to its own K/V quantized (the papers' fake-quant protocol)
+
+  bool quantized() const { return bits < 16; }
+  std::string describe() const;
+};
+
+// The batch size the transformer writes at most per pass: the half-precision window holds it.
+inline constexpr size_t kKvWindowBatch = 512;
+
+// A run of channels within one KV head sharing one range: a per-token group cut at head
+// boundaries, or (KIVI keys) a whole head whose channels each have their range.
+struct KvSegment {
+  uint32_t offset = 0;  // first channel within the row
+  uint32_t size = 0;
+  uint32_t group = 0;  // index into a token's CodeRange groups
+};
+
+// Where attention finds one cached row (quantized formats).
+struct KvRowRef {
+  const uint16_t* half = nullptr;     // F16 row (window or full-precision token), or nullptr: codes
+  const uint8_t* codes = nullptr;     // packed row of kv_dim codes
+  const CodeRange* ranges = nullptr;  // per-token groups (values; keys unless channel_keys)
+};
+
 class KvCache {
  public:
-  KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim);
+  // head_dim (0: kv_dim) cuts rows into KV heads for the quantized formats.
+  KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim = 0, KvFormat format = {});
 
   size_t capacity() const { return n_ctx_; }
   size_t size() const { return n_used_; }  // tokens currently cached (positions 0..size-1)
   size_t kv_dim() const { return kv_dim_; }
-  size_t bytes_per_token() const { return n_layers_ * kv_dim_ * 2 * sizeof(uint16_t); }
+  size_t head_dim() const { return head_dim_; }
+  const KvFormat& format() const { return format_; }
+  bool quantized() const { return format_.quantized(); }
+  // Storage of one more token over all layers, metadata included (KIVI's per-block key ranges
+  // counted per token), rounded up to whole bytes. Full-precision tokens add full_token_bytes()
+  // each on top; the half-precision window is a fixed window_bytes().
+  size_t bytes_per_token() const;
+  size_t full_token_bytes() const { return kv_dim_ * 2 * sizeof(uint16_t); }  // one layer
+  size_t window_bytes() const { return ring_k_.size() * 2 * sizeof(uint16_t); }
 
+  // F16 rows of the half-precision format.
   uint16_t* key(size_t layer, size_t pos) { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
   uint16_t* value(size_t layer, size_t pos) { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
   const uint16_t* key(size_t layer, size_t pos) const { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
   const uint16_t* value(size_t layer, size_t pos) const { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
+  // Any format: the K or V row (kv_dim floats) as attention sees it now.
+  void read_key(size_t layer, size_t pos, float* out) const;
+  void read_value(size_t layer, size_t pos, float* out) const;
+
+  // Writing a batch at positions pos0..pos0+n_tok-1: begin_batch, then store() each written row
+  // (from any thread, distinct positions), then per layer commit() and hold_*.
+  void begin_batch(size_t pos0, size_t n_tok);
+  void store(size_t layer, size_t pos, const float* k, const float* v, KvStorage storage);
+  void commit(size_t layer, size_t pos0, size_t n_tok);
 
   // After writing new positions, or to drop a suffix (also from the layers' held positions).
   void set_size(size_t n);
@@ -40,21 +107,68 @@ class KvCache {
   // The positions a layer holds up to and including `pos` (below size() or in the batch being
   // written), ascending.
   std::span<const uint32_t> held(size_t layer, size_t pos) const;
+  // Positions from..from+n-1.
+  std::span<const uint32_t> positions(size_t from, size_t n) const {
+    return std::span(all_positions_).subspan(from, n);
+  }
   // The batch at positions pos0.. wrote only `stored` (ascending) at this layer.
   void hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored);
   // The batch at positions pos0..pos0+n_tok-1 wrote all of them (a no-op on layers without holes).
   void hold_all(size_t layer, size_t pos0, size_t n_tok);
   void evict(size_t layer, std::span<const uint32_t> positions);
 
- private:
-  void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
+  // Quantized formats, for attention: where the K or V row of a held position is.
+  KvRowRef key_row(size_t layer, size_t pos) const { return row_ref(layer, pos, ring_k_, pinned_k_, true); }
+  KvRowRef value_row(size_t layer, size_t pos) const {
+    return row_ref(layer, pos, ring_v_, pinned_v_, false);
+  }
+  // KIVI: the per-channel key ranges (kv_dim) of the block holding `pos`.
+  const CodeRange* key_block_ranges(size_t layer, size_t pos) const {
+    return &key_block_ranges_[(layer * n_blocks_ + pos / format_.group) * kv_dim_];
+  }
+  size_t n_groups() const { return n_groups_; }
+  // The segments of KV head kvh in K (keys) or V rows.
+  std::span<const KvSegment> segments(size_t kvh, bool keys) const {
+    return keys && format_.channel_keys ? std::span(head_segments_).subspan(kvh, 1) : group_segments_[kvh];
+  }
+  bool full_precision(size_t layer, size_t pos) const { return kind_[layer * n_ctx_ + pos] == kFull; }
 
-  size_t n_layers_, n_ctx_, kv_dim_;
+ private:
+  enum : uint8_t { kAbsent = 0, kCoded = 1, kFull = 2 };
+  void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
+  KvRowRef row_ref(size_t layer, size_t pos, const std::vector<uint16_t>& ring,
+                   const std::vector<std::vector<uint16_t>>& pinned, bool keys) const;
+  uint16_t* ring_row(std::vector<uint16_t>& ring, size_t layer, size_t pos) {
+    return &ring[(layer * window_ + pos % window_) * kv_dim_];
+  }
+  const uint16_t* ring_row(const std::vector<uint16_t>& ring, size_t layer, size_t pos) const {
+    return &ring[(layer * window_ + pos % window_) * kv_dim_];
+  }
+  void code_token_groups(const float* x, uint8_t* codes, CodeRange* ranges) const;
+  void code_key_block(size_t layer, size_t block);
+  void decode_row(const KvRowRef& r, float* out) const;  // per-token groups or F16
+
+  size_t n_layers_, n_ctx_, kv_dim_, head_dim_;
+  KvFormat format_;
   size_t n_used_ = 0;
-  std::vector<uint16_t> keys_, values_;
+  std::vector<uint16_t> keys_, values_;      // F16 format: [layer][pos][kv_dim]
   std::vector<uint32_t> all_positions_;      // 0, 1, ..., n_ctx - 1: held() of layers without holes
   std::vector<uint8_t> partial_;             // per layer: has holes, positions listed in held_
   std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending
+
+  // Quantized formats.
+  size_t row_bytes_ = 0, n_groups_ = 0, n_blocks_ = 0, window_ = 0;
+  std::vector<KvSegment> head_segments_;                // per KV head: the whole head
+  std::vector<std::vector<KvSegment>> group_segments_;  // per KV head: per-token groups within it
+  std::vector<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
+  std::vector<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
+  std::vector<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
+  std::vector<uint8_t> kind_;                           // [layer][pos]: kAbsent, kCoded, kFull
+  std::vector<uint16_t> ring_k_, ring_v_;               // [layer][window][kv_dim]: the recent tokens in F16
+  std::vector<std::vector<uint32_t>> pinned_pos_;       // per layer, ascending: full-precision tokens
+  std::vector<std::vector<uint16_t>> pinned_k_, pinned_v_;
+  std::vector<size_t> keys_coded_to_;  // per layer: KIVI key blocks below this position are coded
+  size_t window_from_ = 0;             // positions >= this read from the window (this batch)
 };
 
 }  // namespace ts

@@ -21,16 +21,17 @@
 // policies is the dense engine, bit for bit.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/kv_cache.h"
 #include "runtime/policy_spec.h"
 #include "runtime/row_set.h"
 
 namespace ts {
 
-class KvCache;
 class Model;
 
 enum class Hook : uint8_t {
@@ -74,12 +75,6 @@ struct TokenSelection {
   bool kv_for_unselected =
       true;                   // false: the other rows compute no K/V and leave holes in this layer's cache
   std::vector<float> scores;  // optional, one per batch row: what the choice ranked (for the decision log)
-};
-
-enum class KvStorage : uint8_t {
-  Default,  // the cache's format (F16 until the quantized KV cache exists)
-  Full,     // full precision whatever the cache's format (sink tokens under KVSink, Preserve-First-N)
-  Dropped,  // not cached: later queries never see this token at this layer
 };
 
 // The K and V being written at one layer, post-RoPE as cached; compact row i is batch row rows[i].
@@ -160,6 +155,8 @@ class Policy {
   // Checks the options against the model and reads any profile; claims() is asked afterwards.
   virtual void bind(const Model&) {}
   virtual std::vector<HookClaim> claims() const = 0;
+  // The KV cache format this policy runs with (kvquant); at most one policy of a stack sets one.
+  virtual std::optional<KvFormat> kv_format() const { return std::nullopt; }
   // True when a token's decision depends on the other tokens of the same call (OrthoRank ranks
   // the whole prompt): the forward pass then runs each call as one batch.
   virtual bool ranks_whole_calls() const { return false; }

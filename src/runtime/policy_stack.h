@@ -28,6 +28,8 @@ class PolicyStack {
   const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
   bool ranks_whole_calls() const { return ranks_whole_calls_; }
   const StepCounts& counts() const { return counts_; }
+  // The KV cache format a policy asks for (none: the default F16).
+  const std::optional<KvFormat>& kv_format() const { return kv_format_; }
   // Records from the next batch on into `log` (nullptr: stop).
   void set_log(DecisionLog* log);
 
@@ -71,6 +73,7 @@ class PolicyStack {
   std::vector<std::vector<Policy*>> observers_;  // [hook][layer], observation hooks
   std::vector<Policy*> evictors_;                // policies owning evictions on some layer
   bool ranks_whole_calls_ = false;
+  std::optional<KvFormat> kv_format_;
 
   DecisionLog* log_ = nullptr;
   StepCounts counts_;

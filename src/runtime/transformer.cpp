@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/simd_ops.h"
+#include "runtime/kv_attention.h"
 
 namespace ts {
 namespace {
@@ -35,7 +36,8 @@ Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, Mat
     : model_(model),
       pool_(pool),
       precision_(precision),
-      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim) {}
+      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim,
+             model.config().head_dim) {}
 
 void Transformer::truncate(size_t n) {
   cache_.set_size(std::min(n, cache_.size()));
@@ -46,6 +48,11 @@ void Transformer::set_policies(std::unique_ptr<PolicyStack> policies) {
   TS_CHECK(n_past() == 0, "policies change only between sequences (", n_past(), " positions are cached)");
   policies_ = std::move(policies);
   if (policies_) policies_->set_log(log_);
+  const KvFormat format = policies_ && policies_->kv_format() ? *policies_->kv_format() : KvFormat{};
+  if (format.describe() != cache_.format().describe()) {
+    const ModelConfig& c = model_.config();
+    cache_ = KvCache(c.n_layers, cache_.capacity(), cache_.kv_dim(), c.head_dim, format);
+  }
 }
 
 void Transformer::set_decision_log(DecisionLog* log) {
@@ -125,11 +132,13 @@ void Transformer::forward_batch(std::span<const int32_t> tokens) {
                 &rope_cos_[t * c.rot_dim], &rope_sin_[t * c.rot_dim]);
   }
   if (policies_) policies_->begin_batch(pos0, n);
+  cache_.begin_batch(pos0, n);
 
   for (size_t l = 0; l < c.n_layers; ++l) {
     rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n);  // every token: K/V need it
     plan_layer(l, n, pos0);  // rows_: which tokens run which step (dense: all of them, all steps)
     if (rows_.idle()) {      // the whole layer is skipped (SLEB), K/V too
+      cache_.commit(l, pos0, n);
       cache_.hold_only(l, pos0, {});
       continue;
     }
@@ -260,12 +269,11 @@ void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t
 }
 
 // One pass over rows_.kv: RoPE on K (rotate_k) and on Q (rotate_q: Q rows are the K/V rows), then
-// the F16 cache write of every row not dropped (storage: per row, nullptr = all kept). Afterwards
+// the cache write of every row not dropped (storage: per row, nullptr = all kept). Afterwards
 // the cache learns which of the batch's positions this layer holds.
 void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool rotate_k, bool rotate_q,
                                  const KvStorage* storage) {
   const ModelConfig& c = model_.config();
-  const SimdOps& k = ops();
   const size_t d = c.n_embd, kv = cache_.kv_dim();
   const RowSet& rows = rows_.kv;
   const auto dropped = [&](size_t i) { return storage && storage[i] == KvStorage::Dropped; };
@@ -274,10 +282,11 @@ void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool r
       if (rotate_q) rope_row(&q_[i * d], rows[i], c.n_heads);
       if (rotate_k) rope_row(&k_[i * kv], rows[i], c.n_kv_heads);
       if (dropped(i)) continue;
-      k.f32_to_f16(&k_[i * kv], cache_.key(layer, pos0 + rows[i]), kv);
-      k.f32_to_f16(&v_[i * kv], cache_.value(layer, pos0 + rows[i]), kv);
+      cache_.store(layer, pos0 + rows[i], &k_[i * kv], &v_[i * kv],
+                   storage ? storage[i] : KvStorage::Default);
     }
   });
+  cache_.commit(layer, pos0, n_tok);
   stored_positions_.clear();
   for (size_t i = 0; i < rows.size(); ++i)
     if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(pos0 + rows[i]));
@@ -323,9 +332,15 @@ void Transformer::attend(size_t layer, size_t pos0) {
             std::fill(l, l + group, 0.0f);
             continue;
           }
-          k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
-                       cache_.value(layer, start) + kvh * hd, kv, std::min(chunk, n_keys - start), hd, scale,
-                       m, l, &part_acc_[task * group * hd]);
+          const size_t len = std::min(chunk, n_keys - start);
+          if (cache_.quantized()) {
+            attend_coded(cache_, layer, kvh, &q_[i * d + kvh * group * hd], group,
+                         cache_.positions(start, len), scale, m, l, &part_acc_[task * group * hd]);
+          } else {
+            k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
+                         cache_.value(layer, start) + kvh * hd, kv, len, hd, scale, m, l,
+                         &part_acc_[task * group * hd]);
+          }
         }
       },
       attn_min_items);
@@ -413,8 +428,16 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           std::fill(out, out + n_q * hd, 0.0f);
           continue;
         }
-        k.attn_gather(&q_[i * d + h * hd], n_q, cache_.key(layer, 0) + kvh * hd,
-                      cache_.value(layer, 0) + kvh * hd, kv, keys.data(), keys.size(), hd, scale, m, l, acc);
+        thread_local std::vector<float> numerators;  // quantized cache: exp(score - m) per key
+        if (cache_.quantized()) {
+          numerators.resize(n_q * keys.size());
+          attend_coded(cache_, layer, kvh, &q_[i * d + h * hd], n_q, keys, scale, m, l, acc,
+                       numerators.data());
+        } else {
+          k.attn_gather(&q_[i * d + h * hd], n_q, cache_.key(layer, 0) + kvh * hd,
+                        cache_.value(layer, 0) + kvh * hd, kv, keys.data(), keys.size(), hd, scale, m, l,
+                        acc);
+        }
         for (size_t g = 0; g < n_q; ++g)
           for (size_t x = 0; x < hd; ++x) out[g * hd + x] = acc[g * hd + x] / l[g];
         if (!watched) continue;
@@ -424,7 +447,10 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           const float* q = &q_[i * d + (h + g) * hd];
           for (size_t j = 0; j < keys.size(); ++j)
             p[j] =
-                std::exp(scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, q, hd) - m[g]) / l[g];
+                cache_.quantized()
+                    ? numerators[g * keys.size() + j] / l[g]
+                    : std::exp(scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, q, hd) - m[g]) /
+                          l[g];
         }
       }
     }

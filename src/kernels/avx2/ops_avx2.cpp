@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/kv_codes.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -14,6 +15,7 @@ namespace {
 
 struct VecAvx2 {
   using Reg = __m256;
+  using IReg = __m256i;
   static constexpr size_t kWidth = 8;
   static constexpr int kTokenBlock = 2;  // 16 ymm registers: 4x2 accumulators + loads fit
   static Reg zero() { return _mm256_setzero_ps(); }
@@ -23,6 +25,14 @@ struct VecAvx2 {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static IReg load_u8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  // (raw >> shift) & mask of each lane, as floats
+  static Reg code_field(IReg raw, int shift, unsigned mask) {
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(raw, _mm_cvtsi32_si128(shift)),
+                                               _mm256_set1_epi32(static_cast<int>(mask))));
+  }
   static void store_f16(uint16_t* p, Reg v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }

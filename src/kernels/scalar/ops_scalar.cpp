@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/kv_codes.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -94,26 +95,30 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
   attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc);
 }
 
+void dot_codes(const uint8_t* packed, unsigned bits, size_t n, const float* w, size_t w_stride, size_t n_w,
+               float* out) {
+  for (size_t g = 0; g < n_w; ++g) {
+    float s = 0.0f;
+    for (size_t j = 0; j < n; ++j) s += w[g * w_stride + j] * static_cast<float>(code_at(packed, bits, n, j));
+    out[g] = s;
+  }
+}
+
+void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, size_t n_a, float* y,
+                size_t y_stride) {
+  for (size_t g = 0; g < n_a; ++g)
+    for (size_t j = 0; j < n; ++j)
+      y[g * y_stride + j] += a[g] * static_cast<float>(code_at(packed, bits, n, j));
+}
+
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar",
-                             gemm_f32,
-                             dot_f32,
-                             dot_f16_f32,
-                             axpy_f16,
-                             f32_to_f16,
-                             rms_norm,
-                             silu_mul,
-                             softmax,
-                             rope,
-                             attn_chunk,
-                             attn_gather,
-                             scalar::quantize_q8,
-                             scalar::dot_q4_0,
-                             scalar::dot_q4_1,
-                             scalar::dot_q8_0,
-                             scalar::gemm_q8};
+  static const SimdOps table{
+      "scalar",         gemm_f32,         dot_f32,          dot_f16_f32,    axpy_f16,
+      f32_to_f16,       rms_norm,         silu_mul,         softmax,        rope,
+      attn_chunk,       attn_gather,      dot_codes,        axpy_codes,     scalar::quantize_q8,
+      scalar::dot_q4_0, scalar::dot_q4_1, scalar::dot_q8_0, scalar::gemm_q8};
   return table;
 }
 

@@ -1,0 +1,21 @@
+#pragma once
+// Attention over a quantized KV cache (kv_cache.h): scores and value sums come straight from the
+// packed codes through the fused kernels of simd_ops.h (dot_codes, axpy_codes), so a smaller
+// cache is also less memory to stream; window and full-precision rows are read as F16.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "runtime/kv_cache.h"
+
+namespace ts {
+
+// The n_q queries (head_dim floats each, contiguous) of KV head kvh over the cached `positions`
+// of `layer`, as attn_chunk's online-softmax partials: m[g] = max score, l[g] = sum exp(score -
+// m[g]), acc[g * head_dim ..] = sum exp(score - m[g]) * v. With `numerators` (n_q x positions),
+// also each exp(score - m[g]). No positions: l = 0.
+void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q, size_t n_q,
+                  std::span<const uint32_t> positions, float scale, float* m, float* l, float* acc,
+                  float* numerators = nullptr);
+
+}  // namespace ts
