@@ -72,5 +72,6 @@ void register_train_butler(CLI::App& app);
 void register_butler_recall(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_analyze(CLI::App& app);
+void register_outliers(CLI::App& app);  // analyze outliers (after register_analyze)
 
 }  // namespace ts::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   ts::cli::register_butler_recall(app);
   ts::cli::register_calibrate(app);
   ts::cli::register_analyze(app);
+  ts::cli::register_outliers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,6 +2,7 @@
 
 #include "policies/h2o/h2o.h"
 #include "policies/kvquant/kvquant.h"
+#include "policies/kvquant/sink_preservation.h"
 #include "policies/oracle/oracle.h"
 #include "policies/orthorank/orthorank.h"
 #include "policies/quest/quest.h"
@@ -78,6 +79,13 @@ PolicyRegistry build_registry() {
          "bits=8|4|2[,group=128][,mode=token|kivi][,residual=0][,prefill=full|quantized]: low-bit KV cache "
          "(asymmetric RTN; values per token, keys per token or per channel as KIVI)",
          make<KvQuant>});
+  r.add({"pfn", "n=N: Preserve-First-N, positions 0..N-1 keep full-precision K/V under kvquant",
+         make<PreserveFirstN>});
+  r.add({"kvsink",
+         "k=5,profile=FILE|layer=L,channel=C: KVSink, the k prefill tokens with the largest |h[:, C]| after "
+         "block "
+         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve calibrate kvsink)",
+         make<KvSink>});
   return r;
 }
 

@@ -1,0 +1,49 @@
+#pragma once
+// Full-precision KV for attention-sink tokens under a quantized cache (combine with kvquant):
+//
+//   pfn:n=N                                        Preserve-First-N: positions 0..N-1, every layer
+//   kvsink:k=K,profile=FILE | kvsink:k=K,layer=L,channel=C
+//
+// KVSink (Su & Yuan 2025, Algorithm 1): in each multi-token call (prefill) the tokens with the K
+// largest |h[:, C]| at the output of block L (the emergence layer of the model's stable outlier
+// channel C, found by `tokensieve calibrate kvsink`) keep full-precision K/V in every layer after
+// L; layers up to L quantize them (the paper's literal order). Single-token calls (decode) never
+// add sinks. A call of several batches keeps a running top-K: a token chosen in a later batch
+// cannot free the slot of one already kept, so a long prefill may keep a few more than K.
+#include <utility>
+#include <vector>
+
+#include "runtime/policy.h"
+
+namespace ts {
+
+class PreserveFirstN final : public Policy {
+ public:
+  explicit PreserveFirstN(PolicyOptions& options);
+  std::vector<HookClaim> claims() const override { return {{Hook::KvStorage, {}}}; }
+  void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
+
+ private:
+  size_t n_ = 0;
+};
+
+class KvSink final : public Policy {
+ public:
+  explicit KvSink(PolicyOptions& options);
+  void bind(const Model& model) override;
+  std::vector<HookClaim> claims() const override;
+  void truncate(size_t n_past) override;
+  void observe_layer_input(const LayerInput& in) override;
+  void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
+  // The positions kept so far in this sequence, ascending.
+  std::vector<uint32_t> sinks() const;
+
+ private:
+  size_t k_ = 5;
+  std::string profile_;
+  uint32_t layer_ = 0, channel_ = 0, n_layers_ = 0;
+  std::vector<std::pair<float, uint32_t>> top_;  // (|h[pos, channel]|, pos), largest first, at most k
+  std::vector<uint8_t> kept_;                    // per position: full precision
+};
+
+}  // namespace ts
