@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Perplexity grid of docs/results/kvsink.md (reduced for a shared 2-core machine): FP16 KV; INT4
+# and INT2 x {none, PFN-5, KVSink-5} x {per-token, KIVI} at group 128, INT2 per-token at group 32,
+# C4 at INT2, and the K sweep at INT2. Fake-quant prefill (prefill=quantized), the paper's protocol.
+# Usage: tools/kvsink_eval.sh MODEL PROFILE OUT.csv [CHUNKS] [CTX]
+set -euo pipefail
+model=$1 profile=$2 out=$3 chunks=${4:-2} ctx=${5:-512}
+bin=${TS_BIN:-build/bin/tokensieve}
+echo "dataset,bits,mode,group,preserve,k,ppl" > "$out"
+ppl() {  # dataset bits mode group preserve k policies...
+  local ds=$1 bits=$2 mode=$3 group=$4 pres=$5 k=$6
+  shift 6
+  local v
+  v=$("$bin" ppl -m "$model" -t 1 -c "$ctx" --dataset "$ds" --chunks "$chunks" --json "$@" 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["ppl"])')
+  echo "$ds,$bits,$mode,$group,$pres,$k,$v" | tee -a "$out"
+}
+three() {  # dataset bits mode group: none, PFN-5, KVSink-5
+  local q="kvquant:bits=$2,group=$4,mode=$3,prefill=quantized"
+  ppl "$1" "$2" "$3" "$4" none 0 --policy "$q"
+  ppl "$1" "$2" "$3" "$4" pfn 5 --policy "$q" --policy pfn:n=5
+  ppl "$1" "$2" "$3" "$4" kvsink 5 --policy "$q" --policy "kvsink:k=5,profile=$profile"
+}
+ppl wikitext2 16 - - none 0
+for bits in 2 4; do for mode in token kivi; do three wikitext2 "$bits" "$mode" 128; done; done
+three wikitext2 2 token 32
+for k in 10 20; do
+  q="kvquant:bits=2,group=128,mode=token,prefill=quantized"
+  ppl wikitext2 2 token 128 pfn "$k" --policy "$q" --policy "pfn:n=$k"
+  ppl wikitext2 2 token 128 kvsink "$k" --policy "$q" --policy "kvsink:k=$k,profile=$profile"
+done
+ppl c4 16 - - none 0
+for mode in token kivi; do three c4 2 "$mode" 128; done
