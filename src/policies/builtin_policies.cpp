@@ -84,7 +84,7 @@ PolicyRegistry build_registry() {
   r.add({"kvsink",
          "k=5,profile=FILE|layer=L,channel=C: KVSink, the k prefill tokens with the largest |h[:, C]| after "
          "block "
-         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve calibrate kvsink)",
+         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve analyze outliers -o FILE)",
          make<KvSink>});
   return r;
 }
