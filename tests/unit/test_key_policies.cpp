@@ -17,21 +17,10 @@
 #include "policies/key_budget.h"
 #include "runtime/kv_cache.h"
 #include "runtime/transformer.h"
+#include "stories_fixture.h"
 
 namespace ts {
 namespace {
-
-const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
-  return *model;
-}
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % 500);
-  return t;
-}
 
 // Records the keys every (layer, position, head) attended, from the attention observer hook.
 class KeyRecorder final : public Policy {

@@ -16,21 +16,10 @@
 #include "policies/zipvl/zipvl.h"
 #include "runtime/kv_cache.h"
 #include "runtime/transformer.h"
+#include "stories_fixture.h"
 
 namespace ts {
 namespace {
-
-const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
-  return *model;
-}
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % 500);
-  return t;
-}
 
 std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
 
