@@ -26,9 +26,11 @@ class Fields {
     const json* v = get(key);
     if (!v) return fallback;
     if (!v->is_number_integer()) bad_request("'", key, "' must be an integer");
-    const int64_t x =
-        v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(max) ? max + 1 : v->get<int64_t>();
-    if (x < min || x > max) bad_request("'", key, "' must be between ", min, " and ", max, " (got ", x, ")");
+    // An unsigned value above INT64_MAX would wrap if read as int64_t: compare it unsigned.
+    const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(max);
+    const int64_t x = too_big ? max : v->get<int64_t>();
+    if (too_big || x < min)
+      bad_request("'", key, "' must be between ", min, " and ", max, " (got ", v->dump(), ")");
     return x;
   }
   double number(const std::string& key, double fallback, double min, double max) {
