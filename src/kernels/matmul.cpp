@@ -12,11 +12,6 @@ namespace {
 constexpr size_t kRowTile = 16;
 constexpr size_t kTokenTile = 64;
 
-// Types with an integer dot product against 8-bit activations; others take the float path.
-bool has_q8_kernel(QuantType type) {
-  return type == QuantType::Q4_0 || type == QuantType::Q4_1 || type == QuantType::Q8_0;
-}
-
 void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activations& q, ThreadPool& pool) {
   const SimdOps& k = ops();
   q.n_tok = n_tok;
@@ -99,7 +94,7 @@ void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n
                  MatmulPrecision precision) {
   const size_t cols = jobs.begin()->w->cols;
   bool all_q8 = precision == MatmulPrecision::Fast;
-  for (const MatmulJob& j : jobs) all_q8 = all_q8 && j.w->cols == cols && has_q8_kernel(j.w->traits->type);
+  for (const MatmulJob& j : jobs) all_q8 = all_q8 && j.w->cols == cols && has_q8_dot(j.w->traits->type);
   if (all_q8 && cols % kQ8Block == 0) {
     matmul_quantized(jobs, x, n_tok, pool);
   } else {

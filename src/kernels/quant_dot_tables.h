@@ -9,9 +9,7 @@
 #define TS_DECLARE_QUANT_KERNELS(ns)                                                                       \
   namespace ts::ns {                                                                                       \
   void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s);                              \
-  float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks);                                       \
-  float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks);                                       \
-  float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks);                                       \
+  float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks);                         \
   void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, \
                size_t t0, size_t n_tok, float* y, size_t y_stride);                                        \
   }
@@ -24,17 +22,14 @@ TS_DECLARE_QUANT_KERNELS(avx512)
 
 namespace ts {
 
-// A gemm_q8 made of single dot products, for ISAs without a register-blocked kernel.
-template <float (*DotQ4_0)(const uint8_t*, const Q8Row&, size_t),
-          float (*DotQ4_1)(const uint8_t*, const Q8Row&, size_t),
-          float (*DotQ8_0)(const uint8_t*, const Q8Row&, size_t)>
+// A gemm_q8 made of single dot products, for ISAs or types without a register-blocked kernel.
+template <float (*DotQ8)(QuantType, const uint8_t*, const Q8Row&, size_t)>
 void gemm_by_dots(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
                   size_t t0, size_t n_tok, float* y, size_t y_stride) {
-  auto dot = type == QuantType::Q4_0 ? DotQ4_0 : type == QuantType::Q4_1 ? DotQ4_1 : DotQ8_0;
   for (size_t t = 0; t < n_tok; ++t) {
     const Q8Row row{x.row_qs(t0 + t), x.row_d(t0 + t), x.row_s(t0 + t)};
     for (size_t r = 0; r < n_rows; ++r)
-      y[t * y_stride + r] = dot(w + r * row_stride, row, x.blocks_per_row());
+      y[t * y_stride + r] = DotQ8(type, w + r * row_stride, row, x.blocks_per_row());
   }
 }
 

@@ -54,15 +54,18 @@ struct SimdOps {
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
   void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);
-  // Dot products of one stored weight row (n_blocks blocks of 32) with one quantized activation row.
-  float (*dot_q4_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
-  float (*dot_q4_1)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
-  float (*dot_q8_0)(const uint8_t* w, const Q8Row& x, size_t n_blocks);
-  // The same products for n_rows weight rows (row_stride bytes apart, type Q4_0/Q4_1/Q8_0) and
+  // Dot product of one stored weight row of a block type (has_q8_dot) with one quantized
+  // activation row of n_blocks blocks of 32.
+  float (*dot_q8)(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks);
+  // The same products for n_rows weight rows (row_stride bytes apart) and
   // tokens t0..t0+n_tok of x: y[t * y_stride + r]. Register-blocked where the ISA allows.
   void (*gemm_q8)(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
                   size_t t0, size_t n_tok, float* y, size_t y_stride);
 };
+
+// Block types with an integer dot product against 8-bit activations: Q4_0/Q4_1/Q8_0 and the code
+// form of kernels/quant_codes.h.
+bool has_q8_dot(QuantType type);
 
 const SimdOps& scalar_ops();
 const SimdOps& avx2_ops();

@@ -7,26 +7,45 @@
 #include <random>
 #include <vector>
 
+#include "kernels/quant_blocks.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
 
 namespace ts {
 namespace {
 
-// Random but well-formed weight blocks: every byte random, then sane fp16 scales written over
-// the scale fields (d, and m for Q4_1) so values stay finite.
+// Byte offsets of a block type's fp16 scale fields (d, and m or dmin where the type has one).
+std::vector<size_t> half_fields(QuantType type) {
+  switch (type) {
+    case QuantType::Q4_1:
+    case QuantType::Q5_1:
+    case QuantType::Q4_K:
+    case QuantType::Q5_K:
+      return {0, 2};
+    case QuantType::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case QuantType::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case QuantType::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    default:
+      return {0};
+  }
+}
+
+// Random but well-formed weight blocks: every byte random (codes, bit planes and packed integer
+// scales), then sane fp16 values written over the fp16 fields so values stay finite.
 std::vector<uint8_t> random_blocks(QuantType type, size_t n_blocks, uint32_t seed) {
   const QuantTraits& t = quant_traits(type);
   std::mt19937 rng(seed);
   std::vector<uint8_t> bytes(n_blocks * t.block_bytes);
   for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    uint8_t* blk = bytes.data() + b * t.block_bytes;
-    const uint16_t d = float_to_fp16(scale(rng)), m = float_to_fp16(scale(rng));
-    std::memcpy(blk, &d, 2);
-    if (type == QuantType::Q4_1) std::memcpy(blk + 2, &m, 2);
-  }
+  for (size_t b = 0; b < n_blocks; ++b)
+    for (size_t offset : half_fields(type)) {
+      const uint16_t h = float_to_fp16(scale(rng));
+      std::memcpy(bytes.data() + b * t.block_bytes + offset, &h, 2);
+    }
   return bytes;
 }
 
@@ -50,14 +69,18 @@ Activations quantized(const SimdOps& k, size_t n, uint32_t seed) {
   return a;
 }
 
-using DotFn = float (*)(const uint8_t*, const Q8Row&, size_t);
-struct Case {
-  QuantType type;
-  DotFn SimdOps::*dot;
-};
-const Case kCases[] = {{QuantType::Q4_0, &SimdOps::dot_q4_0},
-                       {QuantType::Q4_1, &SimdOps::dot_q4_1},
-                       {QuantType::Q8_0, &SimdOps::dot_q8_0}};
+// Every block type with an integer dot product.
+const QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q4_1, QuantType::Q5_0, QuantType::Q5_1,
+                            QuantType::Q8_0, QuantType::Q2_K, QuantType::Q3_K, QuantType::Q4_K,
+                            QuantType::Q5_K, QuantType::Q6_K};
+
+// Activation blocks (of 32) per weight block.
+size_t slices(QuantType type) { return quant_traits(type).block_elems / kQ8Block; }
+
+TEST(QuantDot, EveryBlockTypeHasAnIntegerDot) {
+  for (QuantType type : kTypes) EXPECT_TRUE(has_q8_dot(type)) << quant_traits(type).name;
+  for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16}) EXPECT_FALSE(has_q8_dot(type));
+}
 
 TEST(QuantDot, ScalarQuantizationRoundTripsWithinHalfAStep) {
   const Activations a = quantized(scalar_ops(), 96, 11);
@@ -72,17 +95,23 @@ TEST(QuantDot, ScalarQuantizationRoundTripsWithinHalfAStep) {
   }
 }
 
+// The reference: weights through the (ggml-exact) to_float conversion, activations as q * d.
 TEST(QuantDot, ScalarDotEqualsDequantizedFloatDot) {
-  for (const Case& c : kCases) {
-    const size_t n_blocks = 7, n = n_blocks * kQ8Block;
-    const auto w = random_blocks(c.type, n_blocks, 21);
-    const Activations a = quantized(scalar_ops(), n, 22);
-    std::vector<float> wf(n);
-    quant_traits(c.type).to_float(w.data(), wf.data(), n);
-    double expect = 0.0;
-    for (size_t i = 0; i < n; ++i) expect += double(wf[i]) * a.qs[i] * a.d[i / kQ8Block];
-    EXPECT_NEAR((scalar_ops().*c.dot)(w.data(), a.row(), n_blocks), expect, 1e-4 * (1 + std::fabs(expect)))
-        << quant_traits(c.type).name;
+  for (QuantType type : kTypes) {
+    for (uint32_t seed : {21u, 22u, 23u}) {
+      const size_t w_blocks = 7, n = w_blocks * quant_traits(type).block_elems;
+      const auto w = random_blocks(type, w_blocks, seed);
+      const Activations a = quantized(scalar_ops(), n, seed + 100);
+      std::vector<float> wf(n);
+      quant_traits(type).to_float(w.data(), wf.data(), n);
+      double expect = 0.0, magnitude = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        expect += double(wf[i]) * a.qs[i] * a.d[i / kQ8Block];
+        magnitude += std::fabs(double(wf[i]) * a.qs[i] * a.d[i / kQ8Block]);
+      }
+      EXPECT_NEAR(scalar_ops().dot_q8(type, w.data(), a.row(), n / kQ8Block), expect, 1e-5 * (1 + magnitude))
+          << quant_traits(type).name << " seed " << seed;
+    }
   }
 }
 
@@ -104,26 +133,28 @@ TEST_P(QuantDotSimd, QuantizeMatchesScalarExactly) {
 
 TEST_P(QuantDotSimd, DotsMatchScalar) {
   const SimdOps& k = simd_ops(GetParam());
-  for (const Case& c : kCases) {
-    for (size_t n_blocks : {1u, 2u, 3u, 18u, 49u}) {
-      const auto w = random_blocks(c.type, n_blocks, 31 + static_cast<uint32_t>(n_blocks));
+  for (QuantType type : kTypes) {
+    for (size_t w_blocks : {1u, 2u, 3u, 18u, 49u}) {
+      const size_t n_blocks = w_blocks * slices(type);
+      const auto w = random_blocks(type, w_blocks, 31 + static_cast<uint32_t>(w_blocks));
       const Activations a = quantized(scalar_ops(), n_blocks * kQ8Block, 32);
-      const float ref = (scalar_ops().*c.dot)(w.data(), a.row(), n_blocks);
-      const float got = (k.*c.dot)(w.data(), a.row(), n_blocks);
+      const float ref = scalar_ops().dot_q8(type, w.data(), a.row(), n_blocks);
+      const float got = k.dot_q8(type, w.data(), a.row(), n_blocks);
       // Integer block sums are exact; only the float accumulation order differs.
       EXPECT_NEAR(got, ref, 1e-5f * (1.0f + std::fabs(ref)) * static_cast<float>(n_blocks))
-          << quant_traits(c.type).name << " blocks=" << n_blocks;
+          << quant_traits(type).name << " blocks=" << w_blocks;
     }
   }
 }
 
 TEST_P(QuantDotSimd, BlockedGemmMatchesScalarOnOddShapes) {
   const SimdOps& k = simd_ops(GetParam());
-  for (const Case& c : kCases) {
-    for (size_t n_blocks : {1u, 2u, 3u, 18u}) {
-      const size_t cols = n_blocks * kQ8Block, rows = 7, n_tok = 5, t0 = 1;
-      const size_t stride = quant_traits(c.type).block_bytes * n_blocks;
-      const auto w = random_blocks(c.type, rows * n_blocks, 41);
+  for (QuantType type : kTypes) {
+    for (size_t w_blocks : {1u, 2u, 3u, 18u}) {
+      const size_t n_blocks = w_blocks * slices(type), cols = n_blocks * kQ8Block, rows = 7, n_tok = 5,
+                   t0 = 1;
+      const size_t stride = quant_traits(type).block_bytes * w_blocks;
+      const auto w = random_blocks(type, rows * w_blocks, 41);
       Q8Activations x;
       x.n_tok = n_tok + t0;
       x.cols = cols;
@@ -133,11 +164,11 @@ TEST_P(QuantDotSimd, BlockedGemmMatchesScalarOnOddShapes) {
       x.s = a.s;
       const size_t ys = rows + 3;
       std::vector<float> ref(n_tok * ys, -1.0f), got(n_tok * ys, -1.0f);
-      scalar_ops().gemm_q8(c.type, w.data(), stride, rows, x, t0, n_tok, ref.data(), ys);
-      k.gemm_q8(c.type, w.data(), stride, rows, x, t0, n_tok, got.data(), ys);
+      scalar_ops().gemm_q8(type, w.data(), stride, rows, x, t0, n_tok, ref.data(), ys);
+      k.gemm_q8(type, w.data(), stride, rows, x, t0, n_tok, got.data(), ys);
       for (size_t i = 0; i < ref.size(); ++i)
         ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])) * static_cast<float>(n_blocks))
-            << quant_traits(c.type).name << " blocks=" << n_blocks << " at " << i;
+            << quant_traits(type).name << " blocks=" << w_blocks << " at " << i;
     }
   }
 }

@@ -60,9 +60,7 @@ struct VecAvx2 {
 
 struct QuantKernels {
   static constexpr auto quantize_q8 = avx2::quantize_q8;
-  static constexpr auto dot_q4_0 = avx2::dot_q4_0;
-  static constexpr auto dot_q4_1 = avx2::dot_q4_1;
-  static constexpr auto dot_q8_0 = avx2::dot_q8_0;
+  static constexpr auto dot_q8 = avx2::dot_q8;
   static constexpr auto gemm_q8 = avx2::gemm_q8;
 };
 

@@ -1,6 +1,7 @@
 // AVX2 activation quantization and integer dot products (maddubs: u8 x s8 -> s16 pairs).
 #include <immintrin.h>
 
+#include "kernels/code_dot_x86.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
@@ -32,6 +33,24 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return hsum256(acc) + offset;
 }
 
+float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
+    // maddubs needs an unsigned operand: |w| times x carrying w's sign.
+    const __m256i sum = dot_u8_s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
+  }
+  return hsum256(acc);
+}
+
+// The u8 x s8 product of the code-form kernels.
+struct Avx2IntDot {
+  static __m256i dot(__m256i u, __m256i x) { return dot_u8_s8(u, x); }
+};
+
 }  // namespace
 
 void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
@@ -57,29 +76,22 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
   }
 }
 
-float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
-}
-float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
-}
-
-float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  for (size_t b = 0; b < n_blocks; ++b) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    // maddubs needs an unsigned operand: |w| times x carrying w's sign.
-    const __m256i sum = dot_u8_s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
+float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  switch (type) {
+    case QuantType::Q4_0:
+      return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
+    case QuantType::Q4_1:
+      return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
+    case QuantType::Q8_0:
+      return q8_0_dot(w, x, n_blocks);
+    default:
+      return dot_code_form<Avx2IntDot>(type, w, x, n_blocks);
   }
-  return hsum256(acc);
 }
 
 void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
              size_t t0, size_t n_tok, float* y, size_t y_stride) {
-  gemm_by_dots<dot_q4_0, dot_q4_1, dot_q8_0>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+  gemm_by_dots<dot_q8>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 
 }  // namespace ts::avx2

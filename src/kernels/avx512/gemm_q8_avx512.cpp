@@ -136,18 +136,20 @@ void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows,
     case QuantType::Q4_1:
       gemm<Q4_1Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
       break;
-    default:
+    case QuantType::Q8_0:
       gemm<Q8_0Kind>(w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
       break;
+    default:  // the code-form types: one dot product per (row, token)
+      gemm_by_dots<dot_q8>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+      return;
   }
   if (x.blocks_per_row() % 2 == 0) return;
   // Odd block count: add the last block of every (row, token) with the single-row kernel.
-  auto dot = type == QuantType::Q4_0 ? dot_q4_0 : type == QuantType::Q4_1 ? dot_q4_1 : dot_q8_0;
   const size_t last = x.blocks_per_row() - 1, block_bytes = quant_traits(type).block_bytes;
   for (size_t t = 0; t < n_tok; ++t) {
     const Q8Row row{x.row_qs(t0 + t) + last * kQ8Block, x.row_d(t0 + t) + last, x.row_s(t0 + t) + last};
     for (size_t r = 0; r < n_rows; ++r)
-      y[t * y_stride + r] += dot(w + r * row_stride + last * block_bytes, row, 1);
+      y[t * y_stride + r] += dot_q8(type, w + r * row_stride + last * block_bytes, row, 1);
   }
 }
 

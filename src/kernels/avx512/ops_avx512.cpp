@@ -51,9 +51,7 @@ struct VecAvx512 {
 
 struct QuantKernels {
   static constexpr auto quantize_q8 = avx512::quantize_q8;
-  static constexpr auto dot_q4_0 = avx512::dot_q4_0;
-  static constexpr auto dot_q4_1 = avx512::dot_q4_1;
-  static constexpr auto dot_q8_0 = avx512::dot_q8_0;
+  static constexpr auto dot_q8 = avx512::dot_q8;
   static constexpr auto gemm_q8 = avx512::gemm_q8;
 };
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "kernels/avx512/avx512_helpers.h"
+#include "kernels/code_dot_x86.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
@@ -45,6 +46,25 @@ float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return total;
 }
 
+float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
+    // vpdpbusd needs an unsigned operand: |w| times x carrying w's sign.
+    const __m256i xs = _mm256_mask_sub_epi8(xq, _mm256_movepi8_mask(wq), _mm256_setzero_si256(), xq);
+    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq), xs);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
+  }
+  return hsum256(acc);
+}
+
+// The u8 x s8 product of the code-form kernels: VNNI on 256-bit registers.
+struct VnniIntDot {
+  static __m256i dot(__m256i u, __m256i x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x); }
+};
+
 }  // namespace
 
 void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
@@ -61,25 +81,17 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
   }
 }
 
-float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
-}
-float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
-}
-
-float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  for (size_t b = 0; b < n_blocks; ++b) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    // vpdpbusd needs an unsigned operand: |w| times x carrying w's sign.
-    const __m256i xs = _mm256_mask_sub_epi8(xq, _mm256_movepi8_mask(wq), _mm256_setzero_si256(), xq);
-    const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq), xs);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
+float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  switch (type) {
+    case QuantType::Q4_0:
+      return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
+    case QuantType::Q4_1:
+      return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
+    case QuantType::Q8_0:
+      return q8_0_dot(w, x, n_blocks);
+    default:
+      return dot_code_form<VnniIntDot>(type, w, x, n_blocks);
   }
-  return hsum256(acc);
 }
 
 }  // namespace ts::avx512

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_codes.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 
@@ -33,10 +34,8 @@ int q4_block_sum(const uint8_t* qs, const int8_t* q) {
   return sum;
 }
 
-}  // namespace
-
 // Each block contributes d_w * d_x * sum(q_w * q_x) plus its offset (-8 d_w or m) times s = d_x * sum(q_x).
-float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+float q4_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w);
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -47,7 +46,7 @@ float dot_q4_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return total;
 }
 
-float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+float q4_1_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ4_1*>(w);
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -58,7 +57,7 @@ float dot_q4_1(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return total;
 }
 
-float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
   float total = 0.0f;
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -69,9 +68,48 @@ float dot_q8_0(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return total;
 }
 
+// The code form (quant_codes.h), group by group of 16 with exact integer sums.
+float code_form_dot(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  const QuantTraits& t = quant_traits(type);
+  const int c = code_offset(type);
+  uint8_t u[kQK_K];
+  float a[kQK_K / kCodeGroup], b[kQK_K / kCodeGroup];
+  float total = 0.0f;
+  for (size_t blk = 0; blk < n_blocks * kQ8Block / t.block_elems; ++blk) {
+    block_codes(type, w + blk * t.block_bytes, u);
+    block_group_scales(type, w + blk * t.block_bytes, a, b);
+    for (size_t g = 0; g < t.block_elems / kCodeGroup; ++g) {
+      const size_t first = blk * t.block_elems + g * kCodeGroup;
+      int isum = 0, xsum = 0;
+      for (size_t j = 0; j < kCodeGroup; ++j) {
+        isum += u[g * kCodeGroup + j] * x.qs[first + j];
+        xsum += x.qs[first + j];
+      }
+      total += x.d[first / kQ8Block] *
+               (a[g] * static_cast<float>(isum - c * xsum) + b[g] * static_cast<float>(xsum));
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) {
+  switch (type) {
+    case QuantType::Q4_0:
+      return q4_0_dot(w, x, n_blocks);
+    case QuantType::Q4_1:
+      return q4_1_dot(w, x, n_blocks);
+    case QuantType::Q8_0:
+      return q8_0_dot(w, x, n_blocks);
+    default:
+      return code_form_dot(type, w, x, n_blocks);
+  }
+}
+
 void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
              size_t t0, size_t n_tok, float* y, size_t y_stride) {
-  gemm_by_dots<dot_q4_0, dot_q4_1, dot_q8_0>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
+  gemm_by_dots<dot_q8>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 
 }  // namespace ts::scalar
