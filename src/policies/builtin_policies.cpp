@@ -67,12 +67,14 @@ PolicyRegistry build_registry() {
          make<StreamingKeys>});
   r.add(
       {"zipvl",
-       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]: "
-       "per layer only the "
-       "prompt tokens holding tau of the (probe-estimated) attention run attention and stay in the KV cache",
+       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]"
+       "[,mixed=1[,high=4|8|16][,low=2][,group=128]]: per layer only the prompt tokens holding tau of the "
+       "(probe-estimated) attention run attention and stay in the KV cache (mixed=1: the others stay at low "
+       "precision)",
        [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Tau); }});
   r.add({"fixedratio",
-         "keep=R[,after=2][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1]: ZipVL's "
+         "keep=R[,after=2][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=..]"
+         "[,mixed=1,..]: ZipVL's "
          "selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
          [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Fixed); }});
   r.add({"kvquant",
@@ -84,7 +86,8 @@ PolicyRegistry build_registry() {
   r.add({"kvsink",
          "k=5,profile=FILE|layer=L,channel=C: KVSink, the k prefill tokens with the largest |h[:, C]| after "
          "block "
-         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve analyze outliers -o FILE)",
+         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve analyze outliers -o "
+         "FILE)",
          make<KvSink>});
   return r;
 }

@@ -14,6 +14,7 @@ enum TokenFlag : uint8_t {
   kRanFfn = 2,           // ran the FFN
   kKvCached = 4,         // its K/V entered this layer's cache
   kKvFullPrecision = 8,  // ... pinned at full precision
+  kKvLowPrecision = 16,  // ... coded at the mixed-precision format's low width
 };
 inline constexpr uint8_t kDenseToken = kRanAttention | kRanFfn | kKvCached;
 

@@ -28,7 +28,6 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   thread_local Scratch s;
   const SimdOps& k = ops();
   const size_t hd = cache.head_dim(), n = positions.size(), base = kvh * hd;
-  const unsigned bits = cache.format().bits;
   const bool kivi = cache.format().channel_keys;
   const std::span<const KvSegment> kseg = cache.segments(kvh, true), vseg = cache.segments(kvh, false);
   std::fill(acc, acc + n_q * hd, 0.0f);
@@ -73,7 +72,7 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
           s.qmin[g] = qm;
         }
       }
-      k.dot_codes(r.codes + code_bytes(bits, base), bits, hd, s.qk.data(), hd, n_q, s.dots.data());
+      k.dot_codes(r.codes + code_bytes(r.bits, base), r.bits, hd, s.qk.data(), hd, n_q, s.dots.data());
       for (size_t g = 0; g < n_q; ++g) s.scores[g * n + j] = s.dots[g] + s.qmin[g];
       continue;
     }
@@ -81,8 +80,8 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
     for (size_t si = 0; si < kseg.size(); ++si) {
       const KvSegment& seg = kseg[si];
       const CodeRange cr = r.ranges[seg.group];
-      k.dot_codes(r.codes + code_bytes(bits, seg.offset), bits, seg.size, &s.qs[seg.offset - base], hd, n_q,
-                  s.dots.data());
+      k.dot_codes(r.codes + code_bytes(r.bits, seg.offset), r.bits, seg.size, &s.qs[seg.offset - base], hd,
+                  n_q, s.dots.data());
       for (size_t g = 0; g < n_q; ++g)
         s.scores[g * n + j] += cr.scale * s.dots[g] + cr.min * s.qsum[g * kseg.size() + si];
     }
@@ -111,7 +110,7 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
         s.a[g] = s.scores[g * n + j] * cr.scale;
         s.zero[g * vseg.size() + si] += s.scores[g * n + j] * cr.min;
       }
-      k.axpy_codes(r.codes + code_bytes(bits, seg.offset), bits, seg.size, s.a.data(), n_q,
+      k.axpy_codes(r.codes + code_bytes(r.bits, seg.offset), r.bits, seg.size, s.a.data(), n_q,
                    acc + seg.offset - base, hd);
     }
   }

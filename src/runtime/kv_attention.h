@@ -1,7 +1,8 @@
 #pragma once
 // Attention over a quantized KV cache (kv_cache.h): scores and value sums come straight from the
 // packed codes through the fused kernels of simd_ops.h (dot_codes, axpy_codes), so a smaller
-// cache is also less memory to stream; window and full-precision rows are read as F16.
+// cache is also less memory to stream; window and full-precision rows are read as F16, and each
+// coded row at its own width (mixed precision).
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -18,6 +18,7 @@ std::string KvFormat::describe() const {
                   " group=" + std::to_string(group);
   if (residual) s += " residual=" + std::to_string(residual);
   if (quantized_prefill) s += " quantized-prefill";
+  if (low_bits) s += " low=int" + std::to_string(low_bits);
   return s;
 }
 
@@ -42,6 +43,9 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   TS_CHECK(g >= 4 && g % 4 == 0, "KV cache: group must be a positive multiple of 4, not ", g);
   head_dim = head_dim_;
   TS_CHECK(head_dim % 4 == 0, "KV cache: quantized formats need a head dim divisible by 4 (", head_dim, ")");
+  TS_CHECK(format.low_bits == 0 ||
+               (valid_code_bits(format.low_bits) && format.low_bits < format.bits && !format.channel_keys),
+           "KV cache: low bits must be 8, 4 or 2, below bits, with per-token keys");
   row_bytes_ = code_bytes(format.bits, kv_dim);
   n_groups_ = (kv_dim + g - 1) / g;
   n_blocks_ = (n_ctx + g - 1) / g;
@@ -73,12 +77,34 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   }
 }
 
-size_t KvCache::bytes_per_token() const {
-  if (!quantized()) return n_layers_ * kv_dim_ * 2 * sizeof(uint16_t);
+size_t KvCache::coded_token_bytes(unsigned bits) const {
   const size_t ranges = sizeof(CodeRange) * n_groups_;
   const size_t key_ranges =
       format_.channel_keys ? (sizeof(CodeRange) * kv_dim_ + format_.group - 1) / format_.group : ranges;
-  return n_layers_ * (2 * row_bytes_ + ranges + key_ranges + sizeof(uint8_t));
+  return 2 * code_bytes(bits, kv_dim_) + ranges + key_ranges + sizeof(uint8_t);
+}
+
+size_t KvCache::bytes_per_token() const {
+  return n_layers_ * (quantized() ? coded_token_bytes(format_.bits) : full_token_bytes());
+}
+
+size_t KvCache::held_bytes() const {
+  if (n_used_ == 0) return 0;
+  size_t total = 0;
+  for (size_t l = 0; l < n_layers_; ++l) {
+    const std::span<const uint32_t> held = this->held(l, n_used_ - 1);
+    if (!quantized()) {
+      total += held.size() * full_token_bytes();
+      continue;
+    }
+    const size_t full = full_token_bytes() + sizeof(uint8_t), high = coded_token_bytes(format_.bits);
+    const size_t low = format_.low_bits ? coded_token_bytes(format_.low_bits) : 0;
+    for (uint32_t pos : held) {
+      const uint8_t kind = kind_[l * n_ctx_ + pos];
+      total += kind == kFull ? full : kind == kCodedLow ? low : high;
+    }
+  }
+  return total;
 }
 
 void KvCache::begin_batch(size_t pos0, size_t n_tok) {
@@ -90,18 +116,18 @@ void KvCache::begin_batch(size_t pos0, size_t n_tok) {
   window_from_ = std::max(n_total - std::min(n_total, window_), wanted);
 }
 
-void KvCache::code_token_groups(const float* x, uint8_t* codes, CodeRange* ranges) const {
+void KvCache::code_token_groups(const float* x, unsigned bits, uint8_t* codes, CodeRange* ranges) const {
   uint8_t c[512];
   for (size_t g = 0; g < n_groups_; ++g) {
     const size_t lo = g * format_.group, hi = std::min(kv_dim_, lo + format_.group);
     const auto [mn, mx] = std::minmax_element(x + lo, x + hi);
-    ranges[g] = code_range(*mn, *mx, format_.bits);
+    ranges[g] = code_range(*mn, *mx, bits);
   }
   for (size_t h = 0; h < group_segments_.size(); ++h)
     for (const KvSegment& s : group_segments_[h]) {
       TS_CHECK(s.size <= sizeof c, "KV cache: segment too long");
-      for (size_t j = 0; j < s.size; ++j) c[j] = code_of(x[s.offset + j], ranges[s.group], format_.bits);
-      pack_codes(c, s.size, format_.bits, codes + code_bytes(format_.bits, s.offset));
+      for (size_t j = 0; j < s.size; ++j) c[j] = code_of(x[s.offset + j], ranges[s.group], bits);
+      pack_codes(c, s.size, bits, codes + code_bytes(bits, s.offset));
     }
 }
 
@@ -115,11 +141,13 @@ void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, Kv
   ops_.f32_to_f16(k, ring_row(ring_k_, layer, pos), kv_dim_);
   ops_.f32_to_f16(v, ring_row(ring_v_, layer, pos), kv_dim_);
   const size_t row = layer * n_ctx_ + pos;
-  kind_[row] = storage == KvStorage::Full ? kFull : kCoded;
+  kind_[row] = storage == KvStorage::Full ? kFull : storage == KvStorage::Low ? kCodedLow : kCoded;
   if (storage == KvStorage::Full) return;
-  code_token_groups(v, &value_codes_[row * row_bytes_], &value_ranges_[row * n_groups_]);
+  // A low-precision row takes the first bytes of its slot.
+  const unsigned bits = storage == KvStorage::Low ? format_.low_bits : format_.bits;
+  code_token_groups(v, bits, &value_codes_[row * row_bytes_], &value_ranges_[row * n_groups_]);
   if (!format_.channel_keys)
-    code_token_groups(k, &key_codes_[row * row_bytes_], &key_ranges_[row * n_groups_]);
+    code_token_groups(k, bits, &key_codes_[row * row_bytes_], &key_ranges_[row * n_groups_]);
 }
 
 // KIVI: one block of `group` tokens, each channel over the block's coded tokens (full-precision
@@ -183,7 +211,8 @@ KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>&
   const std::vector<uint8_t>& codes = keys ? key_codes_ : value_codes_;
   const CodeRange* ranges = keys ? (format_.channel_keys ? nullptr : &key_ranges_[row * n_groups_])
                                  : &value_ranges_[row * n_groups_];
-  return {nullptr, &codes[row * row_bytes_], ranges};
+  return {nullptr, &codes[row * row_bytes_], ranges,
+          kind_[row] == kCodedLow ? format_.low_bits : format_.bits};
 }
 
 void KvCache::decode_row(const KvRowRef& r, float* out) const {
@@ -193,10 +222,10 @@ void KvCache::decode_row(const KvRowRef& r, float* out) const {
   }
   for (size_t h = 0; h < group_segments_.size(); ++h)
     for (const KvSegment& s : group_segments_[h]) {
-      const uint8_t* packed = r.codes + code_bytes(format_.bits, s.offset);
+      const uint8_t* packed = r.codes + code_bytes(r.bits, s.offset);
       for (size_t j = 0; j < s.size; ++j) {
         const CodeRange cr = r.ranges[s.group];
-        out[s.offset + j] = cr.scale * static_cast<float>(code_at(packed, format_.bits, s.size, j)) + cr.min;
+        out[s.offset + j] = cr.scale * static_cast<float>(code_at(packed, r.bits, s.size, j)) + cr.min;
       }
     }
 }

@@ -9,7 +9,10 @@
 //     half-precision window of the most recent tokens, which also serves the `residual` most
 //     recent tokens (and, unless quantized_prefill, the batch being written) at full precision;
 //   - tokens written as KvStorage::Full (attention sinks, Preserve-First-N) keep half-precision
-//     K and V at that layer and take no part in any range.
+//     K and V at that layer and take no part in any range;
+//   - mixed precision (low_bits, per-token keys only): tokens written as KvStorage::Low are coded
+//     at low_bits instead of bits (ZipVL's less important tokens), in the same slots; each row is
+//     read with its own width.
 //
 // Each layer holds every position written so far, unless a policy left tokens out of that layer
 // (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering) or evicted them (H2O, StreamingLLM,
@@ -29,6 +32,7 @@ enum class KvStorage : uint8_t {
   Default,  // the cache's format
   Full,     // full precision whatever the cache's format (sink tokens under KVSink, Preserve-First-N)
   Dropped,  // not cached: later queries never see this token at this layer
+  Low,      // coded at the format's low_bits (mixed precision: ZipVL's less important tokens)
 };
 
 struct KvFormat {
@@ -37,7 +41,8 @@ struct KvFormat {
   bool channel_keys = false;  // KIVI: keys quantized per channel over blocks of `group` tokens
   size_t residual = 0;        // the most recent tokens read at full precision
   bool quantized_prefill =
-      false;  // a batch attends to its own K/V quantized (the papers' fake-quant protocol)
+      false;              // a batch attends to its own K/V quantized (the papers' fake-quant protocol)
+  unsigned low_bits = 0;  // mixed precision: the width of KvStorage::Low tokens (0: none)
 
   bool quantized() const { return bits < 16; }
   std::string describe() const;
@@ -59,6 +64,7 @@ struct KvRowRef {
   const uint16_t* half = nullptr;     // F16 row (window or full-precision token), or nullptr: codes
   const uint8_t* codes = nullptr;     // packed row of kv_dim codes
   const CodeRange* ranges = nullptr;  // per-token groups (values; keys unless channel_keys)
+  unsigned bits = 0;                  // width of the codes
 };
 
 class KvCache {
@@ -77,6 +83,9 @@ class KvCache {
   // each on top; the half-precision window is a fixed window_bytes().
   size_t bytes_per_token() const;
   size_t full_token_bytes() const { return kv_dim_ * 2 * sizeof(uint16_t); }  // one layer
+  // What the rows the layers hold now take, metadata included, over all layers (an F16 cache:
+  // held rows x full_token_bytes()); the window and unused slots are not counted.
+  size_t held_bytes() const;
   size_t window_bytes() const { return ring_k_.size() * 2 * sizeof(uint16_t); }
 
   // F16 rows of the half-precision format.
@@ -132,9 +141,10 @@ class KvCache {
     return keys && format_.channel_keys ? std::span(head_segments_).subspan(kvh, 1) : group_segments_[kvh];
   }
   bool full_precision(size_t layer, size_t pos) const { return kind_[layer * n_ctx_ + pos] == kFull; }
+  bool low_precision(size_t layer, size_t pos) const { return kind_[layer * n_ctx_ + pos] == kCodedLow; }
 
  private:
-  enum : uint8_t { kAbsent = 0, kCoded = 1, kFull = 2 };
+  enum : uint8_t { kAbsent = 0, kCoded = 1, kFull = 2, kCodedLow = 3 };
   void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
   KvRowRef row_ref(size_t layer, size_t pos, const std::vector<uint16_t>& ring,
                    const std::vector<std::vector<uint16_t>>& pinned, bool keys) const;
@@ -144,7 +154,9 @@ class KvCache {
   const uint16_t* ring_row(const std::vector<uint16_t>& ring, size_t layer, size_t pos) const {
     return &ring[(layer * window_ + pos % window_) * kv_dim_];
   }
-  void code_token_groups(const float* x, uint8_t* codes, CodeRange* ranges) const;
+  void code_token_groups(const float* x, unsigned bits, uint8_t* codes, CodeRange* ranges) const;
+  // Bytes of one layer's K and V of a coded token at `bits`, ranges and kind included.
+  size_t coded_token_bytes(unsigned bits) const;
   void code_key_block(size_t layer, size_t block);
   void decode_row(const KvRowRef& r, float* out) const;  // per-token groups or F16
 

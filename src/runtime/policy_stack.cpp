@@ -163,10 +163,14 @@ void PolicyStack::decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& r
   }
   if (Policy* p = owner(Hook::KvStorage, in.layer)) {
     p->choose_kv_storage(in, kv, storage);
+    TS_CHECK((kv_format_ && kv_format_->low_bits) ||
+                 std::find(storage.begin(), storage.end(), KvStorage::Low) == storage.end(),
+             "policy ", p->name(), ": low-precision K/V need a mixed-precision cache format");
     if (LayerRecord* r = record(in.layer)) {
       for (size_t i = 0; i < rows.kv.size(); ++i) {
         uint8_t& f = r->flags[rows.kv[i]];
         if (storage[i] == KvStorage::Full) f |= kKvFullPrecision;
+        if (storage[i] == KvStorage::Low) f |= kKvLowPrecision;
         if (storage[i] == KvStorage::Dropped) f &= static_cast<uint8_t>(~kKvCached);
       }
     }

@@ -51,6 +51,7 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
             {"ran_ffn", kRanFfn},
             {"kv_cached", kKvCached},
             {"kv_full_precision", kKvFullPrecision},
+            {"kv_low_precision", kKvLowPrecision},
             {"evicted", kEvicted}}}};
 }
 

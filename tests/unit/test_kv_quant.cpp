@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/quant_types.h"
 #include "model/model.h"
@@ -34,14 +35,17 @@ KvFormat format(unsigned bits, bool kivi, size_t group = 12, size_t residual = 0
   return {bits, group, kivi, residual, /*quantized_prefill=*/true};
 }
 
-// Writes positions 0..n-1 (those in `full` at full precision) as one batch.
+bool in(const std::vector<uint32_t>& s, size_t p) { return std::find(s.begin(), s.end(), p) != s.end(); }
+
+// Writes positions 0..n-1 (those in `full` at full precision, those in `low` at the low width) as
+// one batch.
 void fill(KvCache& c, const std::vector<float>& k, const std::vector<float>& v, size_t n,
-          const std::vector<uint32_t>& full = {}) {
+          const std::vector<uint32_t>& full = {}, const std::vector<uint32_t>& low = {}) {
   c.begin_batch(0, n);
   for (size_t l = 0; l < kLayers; ++l) {
     for (size_t p = 0; p < n; ++p) {
-      const bool f = std::find(full.begin(), full.end(), p) != full.end();
-      c.store(l, p, &k[p * kDim], &v[p * kDim], f ? KvStorage::Full : KvStorage::Default);
+      const KvStorage s = in(full, p) ? KvStorage::Full : in(low, p) ? KvStorage::Low : KvStorage::Default;
+      c.store(l, p, &k[p * kDim], &v[p * kDim], s);
     }
     c.commit(l, 0, n);
     c.hold_all(l, 0, n);
@@ -53,8 +57,6 @@ void fill(KvCache& c, const std::vector<float>& k, const std::vector<float>& v, 
 float half_step(float lo, float hi, unsigned bits) {
   return (hi - lo) / float(code_max(bits)) * 0.5f * (1 + 1e-4f) + 1e-6f;
 }
-
-bool in(const std::vector<uint32_t>& s, size_t p) { return std::find(s.begin(), s.end(), p) != s.end(); }
 
 TEST(KvQuantCache, ErrorBoundsPerFormat) {
   const size_t n = 70;
@@ -110,13 +112,57 @@ TEST(KvQuantCache, ResidualWindowAndBytes) {
   EXPECT_EQ(KvCache(kLayers, kCtx, kDim, kHead).bytes_per_token(), kLayers * kDim * 4);
 }
 
+// Mixed precision: every row reads as the plain cache of its own width would read it (a low row
+// exactly as an INT2 cache, the others as INT4 or F16), and the held bytes count each row's width.
+TEST(KvQuantCache, MixedPrecisionRowsReadAtTheirWidth) {
+  const size_t n = 40;
+  const std::vector<uint32_t> full = {1}, low = {0, 3, 4, 5, 17, 30, 38};
+  const auto k = rows(n, 11), v = rows(n, 12);
+  KvFormat mixed = format(4, false);
+  mixed.low_bits = 2;
+  KvCache c(kLayers, kCtx, kDim, kHead, mixed), c4(kLayers, kCtx, kDim, kHead, format(4, false)),
+      c2(kLayers, kCtx, kDim, kHead, format(2, false));
+  fill(c, k, v, n, full, low);
+  fill(c4, k, v, n, full);
+  fill(c2, k, v, n, full);
+  std::vector<float> got(kDim), want(kDim);
+  for (size_t l = 0; l < kLayers; ++l)
+    for (size_t p = 0; p < n; ++p) {
+      const KvCache& plain = in(low, p) ? c2 : c4;
+      EXPECT_EQ(c.low_precision(l, p), in(low, p));
+      EXPECT_EQ(c.full_precision(l, p), in(full, p));
+      c.read_key(l, p, got.data());
+      plain.read_key(l, p, want.data());
+      ASSERT_EQ(got, want) << "key l" << l << " p" << p;
+      c.read_value(l, p, got.data());
+      plain.read_value(l, p, want.data());
+      ASSERT_EQ(got, want) << "value l" << l << " p" << p;
+    }
+  // Per layer: a coded row is 2 x 24 codes + 2 x 2 ranges + 1 kind byte; a full row 2 x 24 halves + kind.
+  const size_t ranges = 2 * 2 * sizeof(CodeRange);
+  const size_t per_layer = low.size() * (12 + ranges + 1) +
+                           (n - low.size() - full.size()) * (24 + ranges + 1) + full.size() * (kDim * 4 + 1);
+  EXPECT_EQ(c.held_bytes(), kLayers * per_layer);
+  c.evict(1, std::vector<uint32_t>{0, 1, 2});  // a low, a full and a high row leave layer 1
+  EXPECT_EQ(c.held_bytes(), kLayers * per_layer - (12 + ranges + 1) - (kDim * 4 + 1) - (24 + ranges + 1));
+  EXPECT_EQ(KvCache(kLayers, kCtx, kDim, kHead).held_bytes(), 0u);
+  KvFormat kivi = format(4, true);
+  kivi.low_bits = 2;
+  EXPECT_THROW(KvCache(kLayers, kCtx, kDim, kHead, kivi), Error);
+  mixed.low_bits = 4;
+  EXPECT_THROW(KvCache(kLayers, kCtx, kDim, kHead, mixed), Error);
+}
+
 TEST(KvQuantCache, AttentionOverCodesMatchesDecodedRows) {
   const size_t n = 61;
-  const std::vector<uint32_t> full = {2};
+  const std::vector<uint32_t> full = {2}, low = {0, 9, 33, 34, 35, 59};
   const auto k = rows(n, 5), v = rows(n, 6), q = rows(3, 7);
-  for (bool kivi : {false, true}) {
-    KvCache c(kLayers, kCtx, kDim, kHead, format(4, kivi, 8, 3));
-    fill(c, k, v, n, full);
+  for (int mode = 0; mode < 3; ++mode) {  // per-token keys, KIVI, mixed 4/2-bit per-token
+    const bool kivi = mode == 1;
+    KvFormat f = format(4, kivi, 8, 3);
+    if (mode == 2) f.low_bits = 2;
+    KvCache c(kLayers, kCtx, kDim, kHead, f);
+    fill(c, k, v, n, full, mode == 2 ? low : std::vector<uint32_t>{});
     std::vector<uint32_t> pos = {0, 2, 5, 9, 10, 33, 47, 58, 59, 60};
     for (size_t kvh = 0; kvh < 3; ++kvh) {
       float m[3], l[3], acc[3 * kHead];
@@ -141,7 +187,7 @@ TEST(KvQuantCache, AttentionOverCodesMatchesDecodedRows) {
         }
         EXPECT_NEAR(m[g], mx, 1e-4f);
         EXPECT_NEAR(l[g], sum, 1e-4f * sum);
-        for (size_t x = 0; x < kHead; ++x) ASSERT_NEAR(acc[g * kHead + x], out[x], 1e-4f * sum) << kivi;
+        for (size_t x = 0; x < kHead; ++x) ASSERT_NEAR(acc[g * kHead + x], out[x], 1e-4f * sum) << mode;
       }
     }
   }

@@ -159,6 +159,11 @@ TEST(ZipVLPolicy, OptionsAreChecked) {
   EXPECT_THROW(r.create("zipvl:probes=1"), Error);
   EXPECT_THROW(r.create("zipvl:keep=0.5"), Error);
   EXPECT_THROW(r.create("fixedratio"), Error);
+  EXPECT_NO_THROW(r.create("zipvl:mixed=1,high=16,low=2,group=32"));
+  EXPECT_THROW(r.create("zipvl:mixed=1,high=2,low=2"), Error);
+  EXPECT_THROW(r.create("zipvl:mixed=1,high=5"), Error);
+  EXPECT_THROW(r.create("zipvl:mixed=1,group=10"), Error);
+  EXPECT_THROW(r.create("zipvl:high=4"), Error);  // high/low/group only with mixed=1
   EXPECT_THROW(make_policy_stack(std::vector<std::string>{"fixedratio:keep=0.5,after=5"}, stories()), Error);
 }
 
@@ -305,6 +310,79 @@ TEST(ZipVLPolicy, RaggedCacheKeepsPositionsThroughDecodeAndTruncation) {
   for (size_t i = 0; i < 5; ++i) {
     const auto step = std::span(tokens).subspan(i, 1);
     ASSERT_EQ(copy(tf.forward(step, false)), copy(fresh.forward(step, false))) << i;
+  }
+}
+
+// mixed=1: nothing is evicted; at each layer the tokens of T (those that ran attention) stay at
+// INT4 and the others at INT2, generated tokens at INT4; prefill=dense keeps the same T (layer 0,
+// whose input does not depend on the prefill) with every token attending.
+TEST(ZipVLPolicy, MixedPrecisionKeepsEveryTokenAtItsWidth) {
+  const auto tokens = random_tokens(200, 6);
+  ThreadPool pool(1);
+  Transformer tf(stories(), pool, 256), dense_prefill(stories(), pool, 256);
+  auto owned = builtin_policies().create("zipvl:tau=0.8,mixed=1,group=16");
+  const ZipVL& zipvl = dynamic_cast<const ZipVL&>(*owned);
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(std::move(owned));
+  tf.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  dense_prefill.set_policies(
+      make_policy_stack(std::vector<std::string>{"zipvl:tau=0.8,mixed=1,group=16,prefill=dense"}, stories()));
+  EXPECT_EQ(tf.cache().format().describe(), "int4 per-token group=16 low=int2");
+  DecisionLog log;
+  tf.set_decision_log(&log);
+  const auto prompt = std::span(tokens).first(180);
+  tf.forward(prompt, false);
+  dense_prefill.forward(prompt, false);
+  ASSERT_EQ(log.layers.size(), 5u);
+  for (const LayerRecord& r : log.layers) {
+    size_t low = 0;
+    for (uint32_t t = 0; t < 180; ++t) {
+      const bool ran = r.flags[t] & kRanAttention;
+      EXPECT_TRUE(r.flags[t] & kKvCached);
+      EXPECT_EQ(bool(r.flags[t] & kKvLowPrecision), !ran) << "layer " << r.layer << " token " << t;
+      EXPECT_EQ(tf.cache().low_precision(r.layer, t), !ran) << "layer " << r.layer << " token " << t;
+      if (r.layer == 0) {
+        EXPECT_EQ(dense_prefill.cache().low_precision(0, t), !ran) << t;
+      }
+      low += !ran;
+    }
+    EXPECT_EQ(tf.cache().held(r.layer, 179).size(), 180u);  // nothing evicted
+    EXPECT_GT(low, 0u);
+    EXPECT_DOUBLE_EQ(zipvl.kept_ratios()[r.layer], (180.0 - double(low)) / 180.0);
+  }
+  for (size_t i = 180; i < 185; ++i) tf.forward(std::span(tokens).subspan(i, 1), false);
+  for (size_t l = 0; l < 5; ++l) {
+    EXPECT_EQ(tf.cache().held(l, 184).size(), 185u);
+    for (size_t p = 180; p < 185; ++p) EXPECT_FALSE(tf.cache().low_precision(l, p)) << l << " " << p;
+  }
+}
+
+// With every token important the mixed cache is the plain quantized cache of the high width, bit
+// for bit in prefill and decode; high=16 is an INT2 cache with every token at half precision
+// (kvquant with Preserve-First-N over the whole sequence).
+TEST(ZipVLPolicy, MixedWithEveryTokenImportantEqualsPlainCache) {
+  const auto tokens = random_tokens(70, 7);
+  const auto prompt = std::span(tokens).first(60);
+  const std::pair<std::vector<std::string>, std::vector<std::string>> pairs[] = {
+      {{"zipvl:tau=1,mixed=1,group=16"}, {"kvquant:bits=4,group=16"}},
+      {{"fixedratio:keep=1,after=0,mixed=1,high=8,low=4,group=16"}, {"kvquant:bits=8,group=16"}},
+      {{"zipvl:tau=1,mixed=1,high=16"}, {"kvquant:bits=2", "pfn:n=1000"}}};
+  for (const auto& [mixed, plain] : pairs) {
+    ThreadPool pool(2);
+    Transformer a(stories(), pool, 80), b(stories(), pool, 80);
+    a.set_policies(make_policy_stack(mixed, stories()));
+    b.set_policies(make_policy_stack(plain, stories()));
+    EXPECT_EQ(a.cache().format().bits, b.cache().format().bits) << mixed[0];
+    EXPECT_EQ(copy(a.forward(prompt, true)), copy(b.forward(prompt, true))) << mixed[0];
+    for (size_t i = 60; i < tokens.size(); ++i) {
+      const auto step = std::span(tokens).subspan(i, 1);
+      ASSERT_EQ(copy(a.forward(step, false)), copy(b.forward(step, false))) << mixed[0] << " at " << i;
+    }
+    for (size_t l = 0; l < 5; ++l)
+      for (size_t p = 0; p < tokens.size(); ++p) {
+        ASSERT_FALSE(a.cache().low_precision(l, p));
+        ASSERT_EQ(a.cache().full_precision(l, p), b.cache().full_precision(l, p));
+      }
   }
 }
 

@@ -34,6 +34,26 @@ ZipVL::ZipVL(PolicyOptions& options, Budget budget) : Policy(options.spec()), bu
   seed_ = options.take_uint("seed", 0, UINT64_MAX).value_or(0);
   keep_last_ = options.take_uint("keep_last", 0, 1).value_or(0) == 1;
   dense_prefill_ = options.take_choice<bool>("prefill", {{"sparse", false}, {"dense", true}});
+  mixed_ = options.take_uint("mixed", 0, 1).value_or(0) == 1;
+  if (!mixed_) return;
+  high_bits_ = static_cast<unsigned>(options.take_uint("high", 2, 16).value_or(high_bits_));
+  low_bits_ = static_cast<unsigned>(options.take_uint("low", 2, 8).value_or(low_bits_));
+  TS_CHECK((high_bits_ == 16 || valid_code_bits(high_bits_)) && valid_code_bits(low_bits_) &&
+               low_bits_ < high_bits_,
+           "policy ", name(), ": high must be 16, 8 or 4 and low 8, 4 or 2, below high");
+  group_ = options.take_uint("group", 4, 1u << 16).value_or(group_);
+  TS_CHECK(group_ % 4 == 0, "policy ", name(), ": group must be a multiple of 4");
+}
+
+// Half-precision important tokens are the cache's full-precision rows over a low-bit format;
+// otherwise the format is the high width with the low one for KvStorage::Low.
+std::optional<KvFormat> ZipVL::kv_format() const {
+  if (!mixed_) return std::nullopt;
+  KvFormat f;
+  f.group = group_;
+  f.bits = high_bits_ == 16 ? low_bits_ : high_bits_;
+  f.low_bits = high_bits_ == 16 ? 0 : low_bits_;
+  return f;
 }
 
 void ZipVL::bind(const Model& model) {
@@ -47,6 +67,7 @@ void ZipVL::bind(const Model& model) {
 std::vector<HookClaim> ZipVL::claims() const {
   std::vector<uint32_t> layers(kept_ratios_.size() - first_layer_);
   std::iota(layers.begin(), layers.end(), static_cast<uint32_t>(first_layer_));
+  if (mixed_) return {{Hook::SkipAttention, layers}, {Hook::KvStorage, {}}};
   if (dense_prefill_) return {{Hook::SkipAttention, layers}, {Hook::Evict, layers}};
   return {{Hook::SkipAttention, layers}};
 }
@@ -67,13 +88,29 @@ void ZipVL::skip_attention(const LayerInput& in, const KvRows& kv, const RowSet&
   out.cache_skipped_kv = false;
   const auto kept = static_cast<size_t>(std::count(out.skip.begin(), out.skip.end(), 0));
   kept_ratios_[in.layer] = static_cast<double>(kept) / static_cast<double>(n);
+  if (mixed_) {  // U is kept at low precision, not dropped
+    important_.resize(n);
+    for (size_t t = 0; t < n; ++t) important_[t] = !out.skip[t];
+    out.cache_skipped_kv = true;
+  }
   if (!dense_prefill_) return;
-  std::vector<uint32_t>& gone = to_evict_[in.layer];
-  gone.clear();
-  for (size_t t = 0; t < n; ++t)
-    if (out.skip[t]) gone.push_back(static_cast<uint32_t>(t));
+  if (!mixed_) {
+    std::vector<uint32_t>& gone = to_evict_[in.layer];
+    gone.clear();
+    for (size_t t = 0; t < n; ++t)
+      if (out.skip[t]) gone.push_back(static_cast<uint32_t>(t));
+  }
   std::fill(out.skip.begin(), out.skip.end(), 0);
   out.cache_skipped_kv = true;
+}
+
+// Called right after skip_attention on the layers it decides, so important_ is this layer's T.
+void ZipVL::choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) {
+  const KvStorage high = high_bits_ == 16 ? KvStorage::Full : KvStorage::Default;
+  const KvStorage low = high_bits_ == 16 ? KvStorage::Default : KvStorage::Low;
+  const bool scored = in.pos0 == 0 && in.layer >= first_layer_;  // else: decode or a dense layer
+  for (size_t i = 0; i < kv.rows->size(); ++i)
+    if (storage[i] != KvStorage::Dropped) storage[i] = !scored || important_[(*kv.rows)[i]] ? high : low;
 }
 
 void ZipVL::evict(const KvCache&, Evictions& out) {

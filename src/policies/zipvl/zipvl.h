@@ -4,7 +4,8 @@
 // (over each other), and only their K/V stay in the layer's cache. Everything else runs dense.
 //
 //   zipvl:[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]
-//   fixedratio:keep=R[,after=2][,probes=..][,score=..][,seed=..][,keep_last=..]
+//         [,mixed=1[,high=4|8|16][,low=2|4][,group=128]]
+//   fixedratio:keep=R[,after=2][,probes=..][,score=..][,seed=..][,keep_last=..][,prefill=..][,mixed=1,..]
 //
 // Per layer at the first call of a sequence (the prompt, one batch): probe attention (64 recent +
 // 64 random queries; probes=all: every query, exact), p = the fewest tokens whose column sums reach
@@ -16,6 +17,11 @@
 // the kept tokens and append their own K/V, never re-scored (the note's decision 11a).
 // prefill=dense (an ablation): every prompt token attends densely and the same T only decides
 // which K/V the layer keeps after the prompt (KV-cache compression alone).
+// mixed=1 (the paper's Table 3 ablation, ZipVL v1): nothing is evicted; the KV cache is quantized
+// per token (runtime/kv_cache.h, groups of `group` channels), the important tokens of each layer
+// at `high` bits (16: half precision) and the others at `low` bits; generated tokens count as
+// important. With the default sparse prefill the unimportant tokens still skip attention and only
+// their K/V are kept, at low precision; prefill=dense is the KV-compression-only setting of Table 3.
 //
 // fixedratio is the fixed-ratio baseline (paper Table 3 "Fixed", FastV's schedule): the same
 // estimate and ranking, but p = keep * n at every layer from `after` on (FastV keeps the first two
@@ -34,13 +40,16 @@ class ZipVL final : public Policy {
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override;
+  std::optional<KvFormat> kv_format() const override;
   bool ranks_whole_calls() const override { return true; }
   bool skips_by_queries() const override { return true; }
   void skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
                       AttentionSkips& out) override;
+  void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
   void evict(const KvCache& cache, Evictions& out) override;
 
-  // Per model layer, the fraction of the last prompt's tokens kept (1 for layers left dense).
+  // Per model layer, the fraction of the last prompt's tokens kept, or with mixed=1 kept at high
+  // precision (1 for layers left dense).
   const std::vector<double>& kept_ratios() const { return kept_ratios_; }
 
  private:
@@ -51,6 +60,10 @@ class ZipVL final : public Policy {
   uint64_t seed_ = 0;
   bool keep_last_ = false;
   bool dense_prefill_ = false;
+  bool mixed_ = false;
+  unsigned high_bits_ = 4, low_bits_ = 2;
+  size_t group_ = 128;
+  std::vector<uint8_t> important_;               // mixed: per row of the prompt at the current layer, in T
   std::vector<std::vector<uint32_t>> to_evict_;  // per layer, with dense_prefill: U after the prompt
   std::vector<double> kept_ratios_;
 };
