@@ -49,6 +49,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--queue", s.engine.max_queue, "requests waiting for a slot before new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  cmd->add_option("--policy-files", s.policy_file_dirs,
+                  "directories whose files a request's policy may name (profile=, predictor=); repeatable")
+      ->capture_default_str();
   cmd->add_option("--max-body", s.limits.max_body_bytes, "largest request body in bytes (413 beyond)")
       ->capture_default_str()
       ->check(CLI::Range(1024, 1 << 30));

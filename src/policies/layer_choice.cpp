@@ -6,7 +6,7 @@ namespace ts {
 
 LayerChoice::LayerChoice(PolicyOptions& options) {
   const std::optional<std::vector<uint32_t>> layers = options.take_uint_list("layers");
-  profile_path_ = options.take_string("profile");
+  profile_path_ = options.take_path("profile");
   const std::string& name = options.spec().name;
   TS_CHECK(layers.has_value() != profile_path_.has_value(), "policy ", name,
            ": give the layers, either layers=LIST or profile=FILE");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/error.h"
 
@@ -28,6 +29,8 @@ std::optional<T> parse_number(std::string_view s) {
 }
 
 }  // namespace
+
+bool is_file_option(std::string_view key) { return key == "profile" || key == "predictor"; }
 
 PolicySpec PolicySpec::parse(std::string_view text) {
   PolicySpec spec;
@@ -78,6 +81,12 @@ std::optional<std::string> PolicyOptions::take_string(std::string_view key) {
   if (!v) return std::nullopt;
   if (v->empty()) bad_value(key, *v, "a value");
   return *v;
+}
+
+std::optional<std::string> PolicyOptions::take_path(std::string_view key) {
+  if (!is_file_option(key))
+    throw std::logic_error("policy option '" + std::string(key) + "' is not a file option");
+  return take_string(key);
 }
 
 std::optional<double> PolicyOptions::take_double(std::string_view key, double min, double max) {

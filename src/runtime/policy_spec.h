@@ -12,6 +12,11 @@
 
 namespace ts {
 
+// Option keys whose values are paths of files a policy reads (layer profiles, predictors). Policies
+// take them with take_path; a server checks them in requests, so a remote client cannot make it
+// open arbitrary files.
+bool is_file_option(std::string_view key);
+
 struct PolicySpec {
   std::string name;
   std::vector<std::pair<std::string, std::string>> options;  // in the order given
@@ -29,6 +34,8 @@ class PolicyOptions {
   const PolicySpec& spec() const { return spec_; }
 
   std::optional<std::string> take_string(std::string_view key);
+  // take_string for a key of is_file_option (a logic error otherwise).
+  std::optional<std::string> take_path(std::string_view key);
   // Absent: nullopt; present but not a number in [min, max]: an error.
   std::optional<double> take_double(std::string_view key, double min, double max);
   std::optional<uint64_t> take_uint(std::string_view key, uint64_t min, uint64_t max);

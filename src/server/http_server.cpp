@@ -14,6 +14,7 @@
 #include "policies/builtin_policies.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
+#include "server/policy_files.h"
 #include "server/response_stream.h"
 #include "server/web_page.h"
 
@@ -226,6 +227,13 @@ class HttpServer {
     ResponseHeader header{random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), unix_seconds(),
                           options_.model_id};
     // Every stack is built (and the specs checked against the model) before any job is queued.
+    if (request.policies) {
+      try {
+        check_policy_files(*request.policies, options_.policy_file_dirs);
+      } catch (const Error& e) {
+        bad_request("policy: ", e.what());
+      }
+    }
     std::vector<JobInput> inputs;
     for (const auto& prompt : request.prompts) {
       std::unique_ptr<PolicyStack> stack;

@@ -16,6 +16,8 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port (printed on stderr)
   std::string model_id;
   std::vector<std::string> default_policies;  // requests without a `policy` field
+  // The only directories whose files a request's policy may name (profile=, predictor=).
+  std::vector<std::string> policy_file_dirs{"profiles", "predictors"};
   EngineOptions engine;
   ServerLimits limits;
   std::chrono::milliseconds shutdown_grace{30000};  // SIGTERM: time in-flight requests get to finish

@@ -29,7 +29,7 @@ class Fields {
     // An unsigned value above INT64_MAX would wrap if read as int64_t: compare it unsigned.
     const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(max);
     const int64_t x = too_big ? max : v->get<int64_t>();
-    if (too_big || x < min)
+    if (too_big || x < min || x > max)
       bad_request("'", key, "' must be between ", min, " and ", max, " (got ", v->dump(), ")");
     return x;
   }

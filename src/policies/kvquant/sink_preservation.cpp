@@ -22,7 +22,7 @@ void PreserveFirstN::choose_kv_storage(const LayerInput&, const KvRows& kv, std:
 
 KvSink::KvSink(PolicyOptions& options) : Policy(options.spec()) {
   k_ = options.take_uint("k", 0, 1u << 20).value_or(5);
-  profile_ = options.take_string("profile").value_or("");
+  profile_ = options.take_path("profile").value_or("");
   const std::optional<uint64_t> layer = options.take_uint("layer", 0, 1u << 10);
   const std::optional<uint64_t> channel = options.take_uint("channel", 0, 1u << 20);
   TS_CHECK(profile_.empty() != !(layer && channel), "policy ", options.spec().text(),

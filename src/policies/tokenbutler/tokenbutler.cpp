@@ -11,7 +11,7 @@ namespace ts {
 TokenButlerKeys::TokenButlerKeys(PolicyOptions& options)
     : Policy(options.spec()),
       budget_(options, -1),
-      path_(options.take_string("predictor").value_or("")),
+      path_(options.take_path("predictor").value_or("")),
       recent_(options.take_uint("recent", 0, 1u << 24).value_or(0)) {
   TS_CHECK(!path_.empty(), "policy ", name(), ": give predictor=FILE (a trained TokenButler predictor)");
 }
