@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/packed_rows.h"
 #include "kernels/simd_ops.h"
 
 namespace ts {
 namespace {
-// Rows handled per task (converted to float at a time on the float path), and tokens per pass
-// over them (the activation tile stays in L2).
-constexpr size_t kRowTile = 16;
+// Rows handled per task (converted to float at a time on the float path; one packed group), and
+// tokens per pass over them (the activation tile stays in L2).
+constexpr size_t kRowTile = kPackRows;
 constexpr size_t kTokenTile = 64;
 
 void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activations& q, ThreadPool& pool) {
@@ -46,8 +47,15 @@ void matmul_quantized(std::initializer_list<MatmulJob> jobs, const float* x, siz
         const size_t r0 = (b - first_tile) * kRowTile, r1 = std::min(w.rows, (e - first_tile) * kRowTile);
         for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
           const size_t nt = std::min(kTokenTile, n_tok - t0);
-          k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt,
-                    j.y + t0 * w.rows + r0, w.rows);
+          float* y = j.y + t0 * w.rows + r0;
+          if (w.packed) {
+            k.gemm_packed(w.traits->type,
+                          w.packed + r0 / kPackRows * packed_group_bytes(w.traits->type, w.cols), r1 - r0,
+                          w.cols, q, t0, nt, y, w.rows);
+          } else {
+            k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt, y,
+                      w.rows);
+          }
         }
       }
       first_tile += tiles;

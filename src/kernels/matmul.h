@@ -9,11 +9,13 @@
 
 namespace ts {
 
-// A weight matrix as stored in the file: `rows` rows of `cols` elements, row-major in blocks.
+// A weight matrix as stored in the file: `rows` rows of `cols` elements, row-major in blocks; and,
+// for the fast products, optionally the same rows packed in groups (kernels/packed_rows.h).
 struct WeightView {
   const QuantTraits* traits = nullptr;
   const uint8_t* data = nullptr;
   size_t rows = 0, cols = 0;
+  const uint8_t* packed = nullptr;
   size_t row_stride() const { return row_bytes(*traits, cols); }
 };
 

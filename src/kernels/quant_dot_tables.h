@@ -10,6 +10,8 @@
   namespace ts::ns {                                                                                       \
   void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s);                              \
   float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks);                         \
+  void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,   \
+                   size_t t0, size_t n_tok, float* y, size_t y_stride);                                    \
   void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x, \
                size_t t0, size_t n_tok, float* y, size_t y_stride);                                        \
   }

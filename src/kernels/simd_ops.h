@@ -61,6 +61,10 @@ struct SimdOps {
   // tokens t0..t0+n_tok of x: y[t * y_stride + r]. Register-blocked where the ISA allows.
   void (*gemm_q8)(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
                   size_t t0, size_t n_tok, float* y, size_t y_stride);
+  // The same products over weights packed in groups of 16 rows (kernels/packed_rows.h; Q4_0, Q4_1,
+  // Q8_0): rows 0..n_rows of the groups starting at w, of `cols` columns.
+  void (*gemm_packed)(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
+                      size_t t0, size_t n_tok, float* y, size_t y_stride);
 };
 
 // Block types with an integer dot product against 8-bit activations: Q4_0/Q4_1/Q8_0 and the code

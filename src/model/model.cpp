@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/packed_rows.h"
 
 namespace ts {
 namespace {
@@ -72,6 +73,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     L.w_down = matrix(g, p + "ffn_down.weight", c.n_ff, d);
     m->layers_.push_back(std::move(L));
   }
+  // The matrices of matrix products get a packed copy; the embedding table is read row by row.
+  m->pack(m->output_);
+  for (LayerWeights& L : m->layers_)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) m->pack(*w);
 
   const size_t half = c.rot_dim / 2;
   m->rope_inv_freq_.resize(half);
@@ -84,6 +89,17 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     for (size_t i = 0; i < half; ++i) m->rope_inv_freq_[i] /= factors[i];
   }
   return m;
+}
+
+void Model::pack(WeightView& w) {
+  const QuantType type = w.traits->type;
+  if (!packable(type)) return;
+  const size_t bytes = (packed_bytes(type, w.rows, w.cols) + 63) / 64 * 64;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  TS_CHECK(p, "out of memory packing a ", w.rows, "x", w.cols, " weight matrix");
+  packed_.emplace_back(p);
+  pack_rows(type, w.data, w.rows, w.cols, p);
+  w.packed = p;
 }
 
 size_t Model::weight_bytes() const {

@@ -1,5 +1,6 @@
 #pragma once
 // A loaded model: GGUF mapping, config, tokenizer and typed views of every weight tensor.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,12 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_inv_freq_;
+  // Packed copies of the matrices the fast products read (kernels/packed_rows.h), 64-byte aligned.
+  struct FreeAligned {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeAligned>> packed_;
+  void pack(WeightView& w);
 };
 
 }  // namespace ts

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/packed_rows.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
@@ -171,6 +172,74 @@ TEST_P(QuantDotSimd, BlockedGemmMatchesScalarOnOddShapes) {
             << quant_traits(type).name << " blocks=" << w_blocks << " at " << i;
     }
   }
+}
+
+// Row-major weights and activations of one gemm shape, with the packed copy of the weights.
+struct GemmCase {
+  QuantType type;
+  size_t rows, n_blocks, n_tok, t0;
+  std::vector<uint8_t> w, packed;
+  Q8Activations x;
+  size_t stride() const { return quant_traits(type).block_bytes * n_blocks; }
+  size_t cols() const { return n_blocks * kQ8Block; }
+};
+
+GemmCase gemm_case(QuantType type, size_t rows, size_t n_blocks, size_t n_tok, uint32_t seed) {
+  GemmCase c{type, rows, n_blocks, n_tok, 1, random_blocks(type, rows * n_blocks, seed), {}, {}};
+  c.packed.resize(packed_bytes(type, rows, c.cols()));
+  pack_rows(type, c.w.data(), rows, c.cols(), c.packed.data());
+  c.x.n_tok = n_tok + c.t0;
+  c.x.cols = c.cols();
+  const Activations a = quantized(scalar_ops(), c.x.n_tok * c.cols(), seed + 1);
+  c.x.qs = a.qs;
+  c.x.d = a.d;
+  c.x.s = a.s;
+  return c;
+}
+
+const QuantType kPackedTypes[] = {QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0};
+
+// Row counts around the 16-row group (a padded last group), block counts with odd tails, token
+// counts below and above the SIMD token tiles.
+TEST(PackedGemm, ScalarPackedEqualsRowMajorReference) {
+  for (QuantType type : kPackedTypes)
+    for (size_t rows : {1u, 7u, 16u, 35u})
+      for (size_t n_blocks : {1u, 3u, 18u}) {
+        GemmCase c = gemm_case(type, rows, n_blocks, 3, 51);
+        const size_t ys = rows + 2;
+        std::vector<float> ref(c.n_tok * ys, -1.0f), got(c.n_tok * ys, -1.0f);
+        scalar_ops().gemm_q8(type, c.w.data(), c.stride(), rows, c.x, c.t0, c.n_tok, ref.data(), ys);
+        scalar_ops().gemm_packed(type, c.packed.data(), rows, c.cols(), c.x, c.t0, c.n_tok, got.data(), ys);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])) * static_cast<float>(n_blocks))
+              << quant_traits(type).name << " rows=" << rows << " blocks=" << n_blocks << " at " << i;
+      }
+}
+
+TEST_P(QuantDotSimd, PackedGemmMatchesScalar) {
+  const SimdOps& k = simd_ops(GetParam());
+  for (QuantType type : kPackedTypes)
+    for (size_t rows : {5u, 16u, 35u})
+      for (size_t n_blocks : {1u, 3u, 18u})
+        for (size_t n_tok : {1u, 2u, 9u, 19u}) {
+          GemmCase c = gemm_case(type, rows, n_blocks, n_tok, 61);
+          const size_t ys = rows + 3;
+          std::vector<float> ref(n_tok * ys, -1.0f), got(n_tok * ys, -1.0f);
+          scalar_ops().gemm_packed(type, c.packed.data(), rows, c.cols(), c.x, c.t0, n_tok, ref.data(), ys);
+          k.gemm_packed(type, c.packed.data(), rows, c.cols(), c.x, c.t0, n_tok, got.data(), ys);
+          for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])) * static_cast<float>(n_blocks))
+                << quant_traits(type).name << " rows=" << rows << " blocks=" << n_blocks
+                << " tokens=" << n_tok << " at " << i;
+          // A call on the later groups only (as the threads of matmul split them) computes their rows.
+          if (rows <= kPackRows) continue;
+          std::vector<float> part(n_tok * ys, -1.0f);
+          k.gemm_packed(type, c.packed.data() + packed_group_bytes(type, c.cols()), rows - kPackRows,
+                        c.cols(), c.x, c.t0, n_tok, part.data(), ys);
+          for (size_t t = 0; t < n_tok; ++t)
+            for (size_t r = 0; r < rows - kPackRows; ++r)
+              ASSERT_FLOAT_EQ(part[t * ys + r], got[t * ys + kPackRows + r]);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, QuantDotSimd, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),

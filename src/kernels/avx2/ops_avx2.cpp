@@ -62,6 +62,7 @@ struct QuantKernels {
   static constexpr auto quantize_q8 = avx2::quantize_q8;
   static constexpr auto dot_q8 = avx2::dot_q8;
   static constexpr auto gemm_q8 = avx2::gemm_q8;
+  static constexpr auto gemm_packed = avx2::gemm_packed;
 };
 
 #include "kernels/simd_generic.inc"

@@ -1,7 +1,11 @@
 // AVX2 activation quantization and integer dot products (maddubs: u8 x s8 -> s16 pairs).
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/code_dot_x86.h"
+#include "kernels/packed_gemm_x86.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
@@ -46,6 +50,45 @@ float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return hsum256(acc);
 }
 
+// Packed groups (packed_gemm_x86.h): one ymm lane per row, half a 16-row group per pass.
+struct PackedAvx2 {
+  using F = __m256;
+  using I = __m256i;
+  static constexpr size_t kRows = 8;
+  static constexpr int kTokens = 4;      // 4 float + 4 int accumulators and the codes: 16 ymm
+  static constexpr int kSignedBias = 0;  // signed weights through the sign trick, no bias
+  static F zero() { return _mm256_setzero_ps(); }
+  static I izero() { return _mm256_setzero_si256(); }
+  static F set1(float a) { return _mm256_set1_ps(a); }
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static F halves(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I low_nibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+  static I high_nibbles(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+  static I broadcast4(const int8_t* x) {
+    int32_t v;
+    std::memcpy(&v, x, 4);
+    return _mm256_set1_epi32(v);
+  }
+  static I dot_unsigned(I acc, I u, const int8_t* x) {
+    return _mm256_add_epi32(acc, dot_u8_s8(u, broadcast4(x)));
+  }
+  // maddubs needs an unsigned operand: |w| times x carrying w's sign.
+  static I dot_signed(I acc, I w, const int8_t* x) {
+    return _mm256_add_epi32(acc, dot_u8_s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(x), w)));
+  }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* y, F v, size_t n) {
+    if (n == kRows) return _mm256_storeu_ps(y, v);
+    alignas(32) float tmp[kRows];
+    _mm256_store_ps(tmp, v);
+    std::copy_n(tmp, n, y);
+  }
+};
+
 // The u8 x s8 product of the code-form kernels.
 struct Avx2IntDot {
   static __m256i dot(__m256i u, __m256i x) { return dot_u8_s8(u, x); }
@@ -87,6 +130,11 @@ float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) 
     default:
       return dot_code_form<Avx2IntDot>(type, w, x, n_blocks);
   }
+}
+
+void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
+                 size_t t0, size_t n_tok, float* y, size_t y_stride) {
+  gemm_packed_impl<PackedAvx2>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
 }
 
 void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,

@@ -3,9 +3,11 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstring>
 
 #include "kernels/avx512/avx512_helpers.h"
 #include "kernels/code_dot_x86.h"
+#include "kernels/packed_gemm_x86.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
@@ -60,6 +62,40 @@ float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
   return hsum256(acc);
 }
 
+// Packed groups (packed_gemm_x86.h): one zmm lane per row of a 16-row group.
+struct PackedVnni {
+  using F = __m512;
+  using I = __m512i;
+  static constexpr size_t kRows = 16;
+  static constexpr int kTokens = 8;        // 8 float + 8 int accumulators, codes and scales: 32 zmm
+  static constexpr int kSignedBias = 128;  // vpdpbusd wants unsigned weights: w ^ 0x80 = w + 128
+  static F zero() { return _mm512_setzero_ps(); }
+  static I izero() { return _mm512_setzero_si512(); }
+  static F set1(float a) { return _mm512_set1_ps(a); }
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static F halves(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static I low_nibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+  static I high_nibbles(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+  static I broadcast4(const int8_t* x) {
+    int32_t v;
+    std::memcpy(&v, x, 4);
+    return _mm512_set1_epi32(v);
+  }
+  static I dot_unsigned(I acc, I u, const int8_t* x) { return _mm512_dpbusd_epi32(acc, u, broadcast4(x)); }
+  static I dot_signed(I acc, I w, const int8_t* x) {
+    return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))),
+                               broadcast4(x));
+  }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static void store(float* y, F v, size_t n) {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+};
+
 // The u8 x s8 product of the code-form kernels: VNNI on 256-bit registers.
 struct VnniIntDot {
   static __m256i dot(__m256i u, __m256i x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x); }
@@ -92,6 +128,16 @@ float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) 
     default:
       return dot_code_form<VnniIntDot>(type, w, x, n_blocks);
   }
+}
+
+void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
+                 size_t t0, size_t n_tok, float* y, size_t y_stride) {
+  gemm_packed_impl<PackedVnni>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
+}
+
+void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
+             size_t t0, size_t n_tok, float* y, size_t y_stride) {
+  gemm_by_dots<dot_q8>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 
 }  // namespace ts::avx512

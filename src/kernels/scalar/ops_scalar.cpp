@@ -114,10 +114,12 @@ void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, 
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar",       gemm_f32,       dot_f32,   dot_f16_f32, axpy_f16,
-                             f32_to_f16,     rms_norm,       silu_mul,  softmax,     rope,
-                             attn_chunk,     attn_gather,    dot_codes, axpy_codes,  scalar::quantize_q8,
-                             scalar::dot_q8, scalar::gemm_q8};
+  static const SimdOps table{"scalar",       gemm_f32,        dot_f32,
+                             dot_f16_f32,    axpy_f16,        f32_to_f16,
+                             rms_norm,       silu_mul,        softmax,
+                             rope,           attn_chunk,      attn_gather,
+                             dot_codes,      axpy_codes,      scalar::quantize_q8,
+                             scalar::dot_q8, scalar::gemm_q8, scalar::gemm_packed};
   return table;
 }
 

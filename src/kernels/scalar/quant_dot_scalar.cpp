@@ -1,6 +1,8 @@
 // Scalar reference for activation quantization and the integer dot products.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/packed_rows.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_codes.h"
 #include "kernels/quant_dot_tables.h"
@@ -104,6 +106,41 @@ float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) 
       return q8_0_dot(w, x, n_blocks);
     default:
       return code_form_dot(type, w, x, n_blocks);
+  }
+}
+
+// Reads the packed layout element by element (kernels/packed_rows.h); per block the same terms
+// as the row-major dots above.
+void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
+                 size_t t0, size_t n_tok, float* y, size_t y_stride) {
+  const size_t n_blocks = cols / kQ8Block, bytes = packed_block_bytes(type);
+  const bool q8 = type == QuantType::Q8_0, has_min = type == QuantType::Q4_1;
+  const size_t codes_at = has_min ? 64 : 32;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const size_t group = r / kPackRows, lane = r % kPackRows;
+    for (size_t t = 0; t < n_tok; ++t) {
+      float total = 0.0f;
+      for (size_t b = 0; b < n_blocks; ++b) {
+        const uint8_t* p = w + (group * n_blocks + b) * bytes;
+        const uint8_t* codes = p + codes_at + 4 * lane;
+        const int8_t* xq = x.row_qs(t0 + t) + b * kQ8Block;
+        int isum = 0;
+        for (size_t s = 0; s < 8; ++s)
+          for (size_t i = 0; i < 4; ++i) {
+            const int code = q8      ? static_cast<int8_t>(codes[64 * s + i])
+                             : s < 4 ? codes[64 * s + i] & 0xF
+                                     : codes[64 * (s - 4) + i] >> 4;
+            isum += code * xq[4 * s + i];
+          }
+        uint16_t d16, m16;
+        std::memcpy(&d16, p + 2 * lane, 2);
+        std::memcpy(&m16, p + 32 + 2 * lane, 2);
+        const float d = fp16_to_float(d16);
+        const float offset = has_min ? fp16_to_float(m16) : q8 ? 0.0f : -8.0f * d;
+        total += d * x.row_d(t0 + t)[b] * static_cast<float>(isum) + offset * x.row_s(t0 + t)[b];
+      }
+      y[t * y_stride + r] = total;
+    }
   }
 }
 
