@@ -1,9 +1,12 @@
-// tokensieve calibrate: choose the layers of a layer-wise policy on WikiText-2 calibration text and
-// write them as a layer profile (policies/layer_profile.h) for --policy NAME:profile=FILE.
+// tokensieve calibrate: fit a policy to the model on WikiText-2 calibration text and write its profile.
 //   calibrate sleb       SLEB's iterative search over "remove this layer"
 //   calibrate shortened  Shortened LLaMA's one-shot PPL criterion over "remove this layer"
 //   calibrate orthorank  either search (--method) over "make this layer an OrthoRank layer"
-// The first and the last layer are never candidates (SLEB's barriers).
+//   calibrate kvsink     the stable outlier channel and its emergence layer (from the probe texts,
+//                        as analyze outliers), and static KV ranges per exclusion rule
+// The layer searches write layer profiles (policies/layer_profile.h; the first and the last layer
+// are never candidates, SLEB's barriers); kvsink writes a kvsink profile (outlier_profile.h) for
+// kvsink:profile=FILE and kvquant:ranges=static,profile=FILE.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
+#include "cli/outliers.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "eval/calibration.h"
@@ -28,6 +32,7 @@ struct CalibrateOptions {
   double ratio = 0.333;
   size_t windows = 1, ctx = 512;
   bool json = false;
+  OutlierProbe probe;  // kvsink
 };
 
 std::string join_layers(const std::vector<uint32_t>& layers) {
@@ -44,7 +49,63 @@ std::vector<std::string> policy_specs(const CalibrateOptions& o, const std::vect
   return {spec};
 }
 
+// The slice's windows as separate sequences.
+std::vector<std::vector<int32_t>> slice_windows(const CalibrationSlice& s) {
+  std::vector<std::vector<int32_t>> w;
+  for (size_t i = 0; i < s.windows; ++i)
+    w.emplace_back(s.tokens.begin() + static_cast<std::ptrdiff_t>(i * s.ctx),
+                   s.tokens.begin() + static_cast<std::ptrdiff_t>((i + 1) * s.ctx));
+  return w;
+}
+
+nlohmann::ordered_json slice_json(const CalibrationSlice& s) {
+  return {{"data", s.path},          {"split", s.train_split ? "train" : "test tail"},
+          {"first_token", s.offset}, {"file_tokens", s.file_tokens},
+          {"windows", s.windows},    {"ctx", s.ctx}};
+}
+
+void calibrate_kvsink(const CalibrateOptions& o) {
+  if (!o.sparsities.empty() || !o.method.empty())
+    throw CLI::ValidationError("--sparsity", "kvsink has no sparsity or search method");
+  if (o.outputs.size() != 1)
+    throw CLI::ValidationError("--output", "kvsink writes one profile: give one -o FILE");
+  const auto start = std::chrono::steady_clock::now();
+  auto model = Model::load(o.model.model_path);
+  ThreadPool pool(o.model.threads);
+  OutlierFindings f = find_outliers(o.probe, *model, pool);
+  const CalibrationSlice slice = wikitext2_calibration_slice(*model, o.data_dir, o.windows, o.ctx);
+  OutlierProfile& p = f.profile;
+  p.ranges =
+      calibrate_kv_ranges(*model, pool, slice_windows(slice), p.emergence_layer, p.channel, o.probe.sinks);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::ordered_json calib = slice_json(slice);
+  calib["keys"] = "post-RoPE, as cached";
+  calib["preserved"] = o.probe.sinks;
+  calib["probe_sinks"] = f.sinks;
+  calib["seconds"] = seconds;
+  p.calibration_json = calib.dump();
+  write_outlier_profile(o.outputs[0], p);
+  if (o.json) {
+    std::printf("%s\n", nlohmann::ordered_json({{"profile", o.outputs[0]},
+                                                {"emergence_layer", p.emergence_layer},
+                                                {"channel", p.channel},
+                                                {"channels", p.channels},
+                                                {"calibration", calib}})
+                            .dump()
+                            .c_str());
+    return;
+  }
+  std::printf(
+      "kvsink: sink channel %u, emergence layer %u; static KV ranges (excluding none, pfn-%zu, kvsink-%zu) "
+      "from "
+      "%zu x %zu tokens of %s in %.0f s -> %s\n",
+      p.channel, p.emergence_layer, o.probe.sinks, o.probe.sinks, slice.windows, slice.ctx,
+      slice.path.c_str(), seconds, o.outputs[0].c_str());
+}
+
 void calibrate(CalibrateOptions o) {
+  if (o.policy == "kvsink") return calibrate_kvsink(o);
+  if (o.sparsities.empty()) throw CLI::ValidationError("--sparsity", cat(o.policy, " needs --sparsity"));
   if (o.method.empty()) o.method = o.policy == "shortened" ? "shortened" : "sleb";
   if (o.policy != "orthorank" && o.method != o.policy)
     throw CLI::ValidationError("--method", cat(o.policy, " is searched with --method ", o.policy));
@@ -106,13 +167,8 @@ void calibrate(CalibrateOptions o) {
   nlohmann::ordered_json report = nlohmann::ordered_json::array();
   for (size_t i = 0; i < profiles.size(); ++i) {
     const LayerProfile& p = profiles[i];
-    const nlohmann::ordered_json calib = {
-        {"data", slice.path},
-        {"split", slice.train_split ? "train" : "test tail"},
-        {"first_token", slice.offset},
-        {"file_tokens", slice.file_tokens},
-        {"windows", slice.windows},
-        {"ctx", slice.ctx},
+    nlohmann::ordered_json calib = slice_json(slice);
+    calib.update(nlohmann::ordered_json{
         {"objective", "mean NLL, every token of a window but its first"},
         {"candidates", candidates},
         {"order", r.order},
@@ -122,7 +178,7 @@ void calibrate(CalibrateOptions o) {
         {"trials", trials},
         {"seconds", seconds},
         {"threads", pool.size()},
-    };
+    });
     LayerProfile written = p;
     written.calibration_json = calib.dump();
     write_layer_profile(o.outputs[i], written);
@@ -153,14 +209,15 @@ void register_calibrate(CLI::App& app) {
   auto opts = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "choose the layers of orthorank | sleb | shortened on WikiText-2 and write a layer profile");
-  cmd->add_option("policy", opts->policy, "orthorank | sleb | shortened")
+      "choose the layers of orthorank | sleb | shortened on WikiText-2 and write a layer profile, or find "
+      "kvsink's outlier channel and static KV ranges and write a kvsink profile");
+  cmd->add_option("policy", opts->policy, "orthorank | sleb | shortened | kvsink")
       ->required()
-      ->check(CLI::IsMember({"orthorank", "sleb", "shortened"}));
+      ->check(CLI::IsMember({"orthorank", "sleb", "shortened", "kvsink"}));
   add_model_options(*cmd, opts->model, false);
-  cmd->add_option("--sparsity", opts->sparsities,
-                  "token-layer sparsities to reach, e.g. 0.1 or 0.1,0.2 (one search serves them all)")
-      ->required()
+  cmd->add_option(
+         "--sparsity", opts->sparsities,
+         "layer searches: token-layer sparsities to reach, e.g. 0.1 or 0.1,0.2 (one search serves them all)")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--method", opts->method,
@@ -174,7 +231,9 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--calib-ctx", opts->ctx, "tokens per calibration window (default 512)")
       ->check(CLI::Range(16, 1 << 20));
   add_data_dir_option(*cmd, opts->data_dir);
-  cmd->add_option("-o,--output", opts->outputs, "layer profile to write (JSON), one per sparsity")
+  add_outlier_probe_options(*cmd, opts->probe);
+  cmd->add_option("-o,--output", opts->outputs,
+                  "profile to write (JSON): one per sparsity, or the kvsink profile")
       ->required()
       ->delimiter(',');
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");

@@ -1,13 +1,12 @@
-// tokensieve analyze outliers [-o PROFILE]: the residual stream's stable outlier channels
-// per decoder block (CSV), the KVSink profile (sink channel and emergence layer), and which
-// tokens KVSink keeps on the given texts.
+// tokensieve analyze outliers: the residual stream's stable outlier channels per decoder block
+// (CSV or JSON), the sink channel and emergence layer, and which tokens KVSink keeps on the given
+// texts. `tokensieve calibrate kvsink` (cmd_calibrate.cpp) writes the same findings as a profile.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "cli/cli_common.h"
+#include "cli/outliers.h"
 #include "core/error.h"
-#include "policies/kvquant/outlier_profile.h"
 #include "policies/kvquant/sink_preservation.h"
 #include "runtime/policy_stack.h"
 
@@ -21,15 +20,7 @@ const char* const kPaperPrompts[] = {
     "Summer is warm.\n Winter is cold.\n Spring is mild.\n Autumn is crisp.\n The sun rises early in the "
     "summer.\n The days are short in the winter.\n "};
 
-struct OutlierOptions {
-  ModelOptions model;
-  std::vector<std::string> prompts;
-  std::string file, out;
-  size_t file_tokens = 512, top = 4, sinks = 5;
-  bool bos = false, json = false;
-};
-
-std::vector<std::vector<int32_t>> texts(const OutlierOptions& o, const Model& model) {
+std::vector<std::vector<int32_t>> texts(const OutlierProbe& o, const Model& model) {
   std::vector<std::vector<int32_t>> t;
   if (o.prompts.empty() && o.file.empty())
     for (const char* p : kPaperPrompts) t.push_back(model.tokenizer().encode(p, o.bos, false));
@@ -63,28 +54,21 @@ std::vector<uint32_t> sink_positions(const Model& model, ThreadPool& pool, const
   return sink->sinks();
 }
 
-void run(const OutlierOptions& o, bool calibrate) {
+struct OutlierOptions {
+  ModelOptions model;
+  OutlierProbe probe;
+  bool json = false;
+};
+
+void run(const OutlierOptions& o) {
   auto model = Model::load(o.model.model_path);
   ThreadPool pool(o.model.threads);
-  const auto t = texts(o, *model);
-  OutlierProfile p =
-      choose_sink_channel(*model, measure_outliers(*model, pool, t, std::max<size_t>(o.top, 3)));
-  nlohmann::json sinks = nlohmann::json::array();
-  for (const auto& text : t) {
-    nlohmann::json one = nlohmann::json::array();
-    for (uint32_t pos : sink_positions(*model, pool, text, p, o.sinks))
-      one.push_back({{"position", pos}, {"token", model->tokenizer().decode({text[pos]})}});
-    sinks.push_back(one);
-  }
-  if (calibrate) {
-    write_outlier_profile(o.out, p);
-    std::fprintf(stderr, "wrote %s: emergence layer %u, channel %u\n", o.out.c_str(), p.emergence_layer,
-                 p.channel);
-  }
+  const OutlierFindings f = find_outliers(o.probe, *model, pool);
+  const OutlierProfile& p = f.profile;
   if (o.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const BlockOutliers& b : p.layers)
-      for (size_t r = 0; r < std::min(o.top, b.top.size()); ++r)
+      for (size_t r = 0; r < std::min(o.probe.top, b.top.size()); ++r)
         layers.push_back({{"layer", b.layer},
                           {"rank", r},
                           {"channel", b.top[r].channel},
@@ -95,45 +79,56 @@ void run(const OutlierOptions& o, bool calibrate) {
                                         {"channel", p.channel},
                                         {"channels", p.channels},
                                         {"layers", layers},
-                                        {"sinks", sinks}})
+                                        {"sinks", f.sinks}})
                             .dump()
                             .c_str());
     return;
   }
-  if (calibrate) return;
   std::printf("layer,rank,channel,max_abs,position,median_abs\n");
   for (const BlockOutliers& b : p.layers)
-    for (size_t r = 0; r < std::min(o.top, b.top.size()); ++r)
+    for (size_t r = 0; r < std::min(o.probe.top, b.top.size()); ++r)
       std::printf("%u,%zu,%u,%.4g,%u,%.4g\n", b.layer, r, b.top[r].channel, b.top[r].max_abs,
                   b.top[r].position, b.median_abs);
   std::fprintf(stderr, "sink channel %u, emergence layer %u; KVSink-%zu keeps %s\n", p.channel,
-               p.emergence_layer, o.sinks, sinks.dump().c_str());
-}
-
-void add_options(CLI::App& cmd, OutlierOptions& o) {
-  add_model_options(cmd, o.model, false);
-  cmd.add_option("--prompt", o.prompts,
-                 "text to probe, repeatable (default: the KVSink paper's two prompts)");
-  cmd.add_option("-f,--file", o.file, "also probe the first --file-tokens tokens of this text file");
-  cmd.add_option("--file-tokens", o.file_tokens, "tokens of --file (default 512)")
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--top", o.top, "channels listed per block (default 4)")->check(CLI::PositiveNumber);
-  cmd.add_option("--sinks", o.sinks, "report the positions KVSink keeps with k = N (default 5)");
-  cmd.add_flag("--bos", o.bos, "start each text with BOS (default: none, as the paper)");
-  cmd.add_flag("--json", o.json, "print one JSON object on stdout");
+               p.emergence_layer, o.probe.sinks, f.sinks.dump().c_str());
 }
 
 }  // namespace
+
+void add_outlier_probe_options(CLI::App& cmd, OutlierProbe& o) {
+  cmd.add_option("--prompt", o.prompts,
+                 "text to probe for outliers, repeatable (default: the KVSink paper's two prompts)");
+  cmd.add_option("-f,--file", o.file, "also probe the first --file-tokens tokens of this text file");
+  cmd.add_option("--file-tokens", o.file_tokens, "tokens of --file (default 512)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--top", o.top, "channels kept per block (default 4)")->check(CLI::PositiveNumber);
+  cmd.add_option("--sinks", o.sinks, "KVSink's k: the tokens it keeps (default 5)");
+  cmd.add_flag("--bos", o.bos, "start each probe text with BOS (default: none, as the paper)");
+}
+
+OutlierFindings find_outliers(const OutlierProbe& o, const Model& model, ThreadPool& pool) {
+  const auto t = texts(o, model);
+  OutlierFindings f{choose_sink_channel(model, measure_outliers(model, pool, t, std::max<size_t>(o.top, 3))),
+                    nlohmann::json::array()};
+  for (const auto& text : t) {
+    nlohmann::json one = nlohmann::json::array();
+    for (uint32_t pos : sink_positions(model, pool, text, f.profile, o.sinks))
+      one.push_back({{"position", pos}, {"token", model.tokenizer().decode({text[pos]})}});
+    f.sinks.push_back(one);
+  }
+  return f;
+}
 
 void register_outliers(CLI::App& app) {
   auto a = std::make_shared<OutlierOptions>();
   CLI::App* outliers = app.get_subcommand("analyze")->add_subcommand(
       "outliers",
-      "per-block top |h| channels of the residual stream (CSV), KVSink's choice; -o writes the "
-      "kvsink profile");
-  add_options(*outliers, *a);
-  outliers->add_option("-o,--output", a->out, "kvsink profile JSON to write (the calibration)");
-  outliers->callback([a] { run(*a, !a->out.empty()); });
+      "per-block top |h| channels of the residual stream (CSV), KVSink's choice (calibrate kvsink writes "
+      "the profile)");
+  add_model_options(*outliers, a->model, false);
+  add_outlier_probe_options(*outliers, a->probe);
+  outliers->add_flag("--json", a->json, "print one JSON object on stdout");
+  outliers->callback([a] { run(*a); });
 }
 
 }  // namespace ts::cli

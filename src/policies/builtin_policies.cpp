@@ -78,15 +78,18 @@ PolicyRegistry build_registry() {
          "selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
          [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Fixed); }});
   r.add({"kvquant",
-         "bits=8|4|2[,group=128][,mode=token|kivi][,residual=0][,prefill=full|quantized]: low-bit KV cache "
-         "(asymmetric RTN; values per token, keys per token or per channel as KIVI)",
+         "bits=8|4|2[,group=128][,mode=token|kivi][,residual=0][,prefill=full|quantized][,ranges=dynamic|"
+         "static,"
+         "profile=FILE[,excluding=kvsink|pfn|none]]: low-bit KV cache (asymmetric RTN; values per token, "
+         "keys per "
+         "token or per channel as KIVI; ranges per group, or calibrated by tokensieve calibrate kvsink)",
          make<KvQuant>});
   r.add({"pfn", "n=N: Preserve-First-N, positions 0..N-1 keep full-precision K/V under kvquant",
          make<PreserveFirstN>});
   r.add({"kvsink",
          "k=5,profile=FILE|layer=L,channel=C: KVSink, the k prefill tokens with the largest |h[:, C]| after "
          "block "
-         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve analyze outliers -o "
+         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve calibrate kvsink -o "
          "FILE)",
          make<KvSink>});
   return r;

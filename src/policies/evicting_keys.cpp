@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/simd_ops.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
@@ -68,7 +67,7 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t hea
   logits_.resize(keys.size());
   float mx = -INFINITY;
   for (size_t j = 0; j < keys.size(); ++j) {
-    logits_[j] = ops().dot_f16_f32(q.cache->key(q.layer, keys[j]) + kvh * hd, qv.data(), hd);
+    logits_[j] = q.cache->key_dot(q.layer, keys[j], kvh, qv.data());
     mx = std::max(mx, logits_[j]);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

@@ -17,6 +17,7 @@ std::string KvFormat::describe() const {
   std::string s = "int" + std::to_string(bits) + (channel_keys ? " kivi" : " per-token") +
                   " group=" + std::to_string(group);
   if (residual) s += " residual=" + std::to_string(residual);
+  if (ranges) s += " static";
   if (quantized_prefill) s += " quantized-prefill";
   if (low_bits) s += " low=int" + std::to_string(low_bits);
   return s;
@@ -46,17 +47,42 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   TS_CHECK(format.low_bits == 0 ||
                (valid_code_bits(format.low_bits) && format.low_bits < format.bits && !format.channel_keys),
            "KV cache: low bits must be 8, 4 or 2, below bits, with per-token keys");
+  TS_CHECK(format.low_bits == 0 || !format.ranges, "KV cache: static ranges have one width (no low bits)");
   row_bytes_ = code_bytes(format.bits, kv_dim);
   n_groups_ = (kv_dim + g - 1) / g;
   n_blocks_ = (n_ctx + g - 1) / g;
   window_ = std::min(n_ctx, format.residual + g + kKvWindowBatch);
   key_codes_.resize(n_layers * n_ctx * row_bytes_);
   value_codes_.resize(n_layers * n_ctx * row_bytes_);
-  value_ranges_.resize(n_layers * n_ctx * n_groups_);
-  if (format.channel_keys) {
-    key_block_ranges_.resize(n_layers * n_blocks_ * kv_dim);
+  if (format.ranges) {
+    const KvStaticRanges& r = *format.ranges;
+    TS_CHECK(r.n_layers == n_layers && r.kv_dim == kv_dim, "KV cache: static ranges of ", r.n_layers,
+             " layers x ", r.kv_dim, " channels for a cache of ", n_layers, " x ", kv_dim);
+    const auto per_group = [&](const std::vector<float>& lo, const std::vector<float>& hi) {
+      std::vector<CodeRange> out(n_layers * n_groups_);
+      for (size_t l = 0; l < n_layers; ++l)
+        for (size_t gi = 0; gi < n_groups_; ++gi) {
+          const size_t a = l * kv_dim + gi * g, b = l * kv_dim + std::min(kv_dim, (gi + 1) * g);
+          out[l * n_groups_ + gi] = code_range(*std::min_element(lo.data() + a, lo.data() + b),
+                                               *std::max_element(hi.data() + a, hi.data() + b), format.bits);
+        }
+      return out;
+    };
+    static_value_ = per_group(r.value_lo, r.value_hi);
+    if (format.channel_keys) {
+      static_key_.resize(n_layers * kv_dim);
+      for (size_t i = 0; i < static_key_.size(); ++i)
+        static_key_[i] = code_range(r.key_lo[i], r.key_hi[i], format.bits);
+    } else {
+      static_key_ = per_group(r.key_lo, r.key_hi);
+    }
   } else {
-    key_ranges_.resize(n_layers * n_ctx * n_groups_);
+    value_ranges_.resize(n_layers * n_ctx * n_groups_);
+    if (format.channel_keys) {
+      key_block_ranges_.resize(n_layers * n_blocks_ * kv_dim);
+    } else {
+      key_ranges_.resize(n_layers * n_ctx * n_groups_);
+    }
   }
   kind_.assign(n_layers * n_ctx, kAbsent);
   ring_k_.resize(n_layers * window_ * kv_dim);
@@ -78,6 +104,7 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
 }
 
 size_t KvCache::coded_token_bytes(unsigned bits) const {
+  if (static_ranges()) return 2 * code_bytes(bits, kv_dim_) + sizeof(uint8_t);
   const size_t ranges = sizeof(CodeRange) * n_groups_;
   const size_t key_ranges =
       format_.channel_keys ? (sizeof(CodeRange) * kv_dim_ + format_.group - 1) / format_.group : ranges;
@@ -111,22 +138,29 @@ void KvCache::begin_batch(size_t pos0, size_t n_tok) {
   if (!quantized()) return;
   const size_t n_total = pos0 + n_tok, g = format_.group;
   const size_t recent = n_total - std::min(n_total, format_.residual);
-  const size_t keys_coded = format_.channel_keys ? n_total / g * g : n_total;
+  const size_t keys_coded = format_.channel_keys && !static_ranges() ? n_total / g * g : n_total;
   const size_t wanted = std::min(keys_coded, format_.quantized_prefill ? recent : std::min(pos0, recent));
   window_from_ = std::max(n_total - std::min(n_total, window_), wanted);
 }
 
-void KvCache::code_token_groups(const float* x, unsigned bits, uint8_t* codes, CodeRange* ranges) const {
-  uint8_t c[512];
+const CodeRange* KvCache::measure_groups(const float* x, unsigned bits, CodeRange* ranges) const {
   for (size_t g = 0; g < n_groups_; ++g) {
     const size_t lo = g * format_.group, hi = std::min(kv_dim_, lo + format_.group);
     const auto [mn, mx] = std::minmax_element(x + lo, x + hi);
     ranges[g] = code_range(*mn, *mx, bits);
   }
+  return ranges;
+}
+
+void KvCache::code_row(const float* x, unsigned bits, uint8_t* codes, const CodeRange* ranges,
+                       bool per_channel) const {
+  uint8_t c[512];
   for (size_t h = 0; h < group_segments_.size(); ++h)
-    for (const KvSegment& s : group_segments_[h]) {
+    for (const KvSegment& s : per_channel ? std::span<const KvSegment>(head_segments_).subspan(h, 1)
+                                          : std::span<const KvSegment>(group_segments_[h])) {
       TS_CHECK(s.size <= sizeof c, "KV cache: segment too long");
-      for (size_t j = 0; j < s.size; ++j) c[j] = code_of(x[s.offset + j], ranges[s.group], bits);
+      for (size_t j = 0; j < s.size; ++j)
+        c[j] = code_of(x[s.offset + j], ranges[per_channel ? s.offset + j : s.group], bits);
       pack_codes(c, s.size, bits, codes + code_bytes(bits, s.offset));
     }
 }
@@ -145,9 +179,16 @@ void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, Kv
   if (storage == KvStorage::Full) return;
   // A low-precision row takes the first bytes of its slot.
   const unsigned bits = storage == KvStorage::Low ? format_.low_bits : format_.bits;
-  code_token_groups(v, bits, &value_codes_[row * row_bytes_], &value_ranges_[row * n_groups_]);
-  if (!format_.channel_keys)
-    code_token_groups(k, bits, &key_codes_[row * row_bytes_], &key_ranges_[row * n_groups_]);
+  const auto ranges_of = [&](const float* x, std::vector<CodeRange>& dynamic,
+                             const std::vector<CodeRange>& fixed) {
+    return static_ranges() ? &fixed[layer * n_groups_] : measure_groups(x, bits, &dynamic[row * n_groups_]);
+  };
+  code_row(v, bits, &value_codes_[row * row_bytes_], ranges_of(v, value_ranges_, static_value_), false);
+  if (!format_.channel_keys) {
+    code_row(k, bits, &key_codes_[row * row_bytes_], ranges_of(k, key_ranges_, static_key_), false);
+  } else if (static_ranges()) {  // per channel, coded at once: no block to wait for
+    code_row(k, bits, &key_codes_[row * row_bytes_], &static_key_[layer * kv_dim_], true);
+  }
 }
 
 // KIVI: one block of `group` tokens, each channel over the block's coded tokens (full-precision
@@ -155,8 +196,7 @@ void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, Kv
 void KvCache::code_key_block(size_t layer, size_t block) {
   const size_t g = format_.group, p0 = block * g, p1 = std::min(n_ctx_, p0 + g);
   CodeRange* ranges = &key_block_ranges_[(layer * n_blocks_ + block) * kv_dim_];
-  std::vector<float> lo(kv_dim_, INFINITY), hi(kv_dim_, -INFINITY);
-  std::vector<uint8_t> c(kv_dim_);
+  std::vector<float> lo(kv_dim_, INFINITY), hi(kv_dim_, -INFINITY), x(kv_dim_);
   for (size_t p = p0; p < p1; ++p) {
     if (kind_[layer * n_ctx_ + p] != kCoded) continue;
     const uint16_t* r = ring_row(ring_k_, layer, p);
@@ -171,10 +211,8 @@ void KvCache::code_key_block(size_t layer, size_t block) {
   for (size_t p = p0; p < p1; ++p) {
     if (kind_[layer * n_ctx_ + p] != kCoded) continue;
     const uint16_t* r = ring_row(ring_k_, layer, p);
-    for (size_t ch = 0; ch < kv_dim_; ++ch) c[ch] = code_of(fp16_to_float(r[ch]), ranges[ch], format_.bits);
-    for (const KvSegment& s : head_segments_)
-      pack_codes(&c[s.offset], s.size, format_.bits,
-                 &key_codes_[(layer * n_ctx_ + p) * row_bytes_ + code_bytes(format_.bits, s.offset)]);
+    for (size_t ch = 0; ch < kv_dim_; ++ch) x[ch] = fp16_to_float(r[ch]);
+    code_row(x.data(), format_.bits, &key_codes_[(layer * n_ctx_ + p) * row_bytes_], ranges, true);
   }
 }
 
@@ -193,7 +231,7 @@ void KvCache::commit(size_t layer, size_t pos0, size_t n_tok) {
     insert_row(pinned_k_[layer], ring_k_);
     insert_row(pinned_v_[layer], ring_v_);
   }
-  if (!format_.channel_keys) return;
+  if (!format_.channel_keys || static_ranges()) return;
   for (size_t& done = keys_coded_to_[layer]; done + format_.group <= pos0 + n_tok; done += format_.group)
     code_key_block(layer, done / format_.group);
 }
@@ -209,52 +247,47 @@ KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>&
     return {&pinned[layer][slot * kv_dim_], nullptr, nullptr};
   }
   const std::vector<uint8_t>& codes = keys ? key_codes_ : value_codes_;
-  const CodeRange* ranges = keys ? (format_.channel_keys ? nullptr : &key_ranges_[row * n_groups_])
-                                 : &value_ranges_[row * n_groups_];
+  const CodeRange* ranges =
+      keys ? (format_.channel_keys ? nullptr : group_ranges(key_ranges_, static_key_, layer, row))
+           : group_ranges(value_ranges_, static_value_, layer, row);
   return {nullptr, &codes[row * row_bytes_], ranges,
           kind_[row] == kCodedLow ? format_.low_bits : format_.bits};
 }
 
-void KvCache::decode_row(const KvRowRef& r, float* out) const {
-  if (r.half) {
-    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(r.half[c]);
-    return;
-  }
-  for (size_t h = 0; h < group_segments_.size(); ++h)
-    for (const KvSegment& s : group_segments_[h]) {
-      const uint8_t* packed = r.codes + code_bytes(r.bits, s.offset);
-      for (size_t j = 0; j < s.size; ++j) {
-        const CodeRange cr = r.ranges[s.group];
-        out[s.offset + j] = cr.scale * static_cast<float>(code_at(packed, r.bits, s.size, j)) + cr.min;
-      }
+void KvCache::read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* out) const {
+  const size_t base = kvh * head_dim_;
+  const auto from_half = [&](const uint16_t* row) {
+    for (size_t c = 0; c < head_dim_; ++c) out[c] = fp16_to_float(row[base + c]);
+  };
+  if (!quantized()) return from_half(keys ? key(layer, pos) : value(layer, pos));
+  const KvRowRef r = keys ? key_row(layer, pos) : value_row(layer, pos);
+  if (r.half) return from_half(r.half);
+  // KIVI key codes are packed per head (one segment) with a range per channel; per-token codes
+  // per group segment with the token's group ranges, at the row's own width.
+  const CodeRange* channel = keys && format_.channel_keys ? key_block_ranges(layer, pos) : nullptr;
+  for (const KvSegment& s : segments(kvh, keys)) {
+    const uint8_t* packed = r.codes + code_bytes(r.bits, s.offset);
+    for (size_t j = 0; j < s.size; ++j) {
+      const CodeRange cr = channel ? channel[s.offset + j] : r.ranges[s.group];
+      out[s.offset - base + j] = cr.scale * static_cast<float>(code_at(packed, r.bits, s.size, j)) + cr.min;
     }
+  }
 }
 
 void KvCache::read_key(size_t layer, size_t pos, float* out) const {
-  if (!quantized()) {
-    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(key(layer, pos)[c]);
-    return;
-  }
-  // KIVI codes are packed per head (one segment each), per-token codes per group segment; both
-  // decode through the per-head segment lists with the matching ranges.
-  const KvRowRef r = key_row(layer, pos);
-  if (r.half || !format_.channel_keys) return decode_row(r, out);
-  const CodeRange* ranges = key_block_ranges(layer, pos);
-  for (const KvSegment& s : head_segments_) {
-    const uint8_t* packed = r.codes + code_bytes(format_.bits, s.offset);
-    for (size_t j = 0; j < s.size; ++j)
-      out[s.offset + j] =
-          ranges[s.offset + j].scale * static_cast<float>(code_at(packed, format_.bits, s.size, j)) +
-          ranges[s.offset + j].min;
-  }
+  for (size_t h = 0; h * head_dim_ < kv_dim_; ++h) read_head(layer, pos, h, true, out + h * head_dim_);
 }
 
 void KvCache::read_value(size_t layer, size_t pos, float* out) const {
-  if (!quantized()) {
-    for (size_t c = 0; c < kv_dim_; ++c) out[c] = fp16_to_float(value(layer, pos)[c]);
-    return;
-  }
-  decode_row(value_row(layer, pos), out);
+  for (size_t h = 0; h * head_dim_ < kv_dim_; ++h) read_head(layer, pos, h, false, out + h * head_dim_);
+}
+
+float KvCache::key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const {
+  if (!quantized()) return ops().dot_f16_f32(key(layer, pos) + kvh * head_dim_, q, head_dim_);
+  thread_local std::vector<float> row;
+  row.resize(head_dim_);
+  read_head(layer, pos, kvh, true, row.data());
+  return ops().dot_f32(row.data(), q, head_dim_);
 }
 
 void KvCache::set_size(size_t n) {

@@ -12,7 +12,10 @@
 //     K and V at that layer and take no part in any range;
 //   - mixed precision (low_bits, per-token keys only): tokens written as KvStorage::Low are coded
 //     at low_bits instead of bits (ZipVL's less important tokens), in the same slots; each row is
-//     read with its own width.
+//     read with its own width;
+//   - ranges are dynamic (each group's own min/max, stored per token or per key block) or static
+//     (calibrated per layer, KvStaticRanges: nothing stored per token, KIVI keys coded at once,
+//     values outside a range clamped to it).
 //
 // Each layer holds every position written so far, unless a policy left tokens out of that layer
 // (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering) or evicted them (H2O, StreamingLLM,
@@ -20,6 +23,7 @@
 // keep their numbers (RoPE was applied at the original position).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +39,13 @@ enum class KvStorage : uint8_t {
   Low,      // coded at the format's low_bits (mixed precision: ZipVL's less important tokens)
 };
 
+// Calibrated ranges: per layer, the min and max of each K and V channel over calibration text.
+// Per-channel keys (KIVI) use them as they are; a per-token group takes the extremes of its channels.
+struct KvStaticRanges {
+  size_t n_layers = 0, kv_dim = 0;
+  std::vector<float> key_lo, key_hi, value_lo, value_hi;  // [layer][kv_dim]
+};
+
 struct KvFormat {
   unsigned bits = 16;         // 16: IEEE half; 8, 4, 2: RTN codes
   size_t group = 128;         // channels per value (and per-token key) group; tokens per KIVI key block
@@ -43,6 +54,7 @@ struct KvFormat {
   bool quantized_prefill =
       false;              // a batch attends to its own K/V quantized (the papers' fake-quant protocol)
   unsigned low_bits = 0;  // mixed precision: the width of KvStorage::Low tokens (0: none)
+  std::shared_ptr<const KvStaticRanges> ranges{};  // static ranges (not with low_bits); null: dynamic
 
   bool quantized() const { return bits < 16; }
   std::string describe() const;
@@ -80,22 +92,32 @@ class KvCache {
   bool quantized() const { return format_.quantized(); }
   // Storage of one more token over all layers, metadata included (KIVI's per-block key ranges
   // counted per token), rounded up to whole bytes. Full-precision tokens add full_token_bytes()
-  // each on top; the half-precision window is a fixed window_bytes().
+  // each on top; the half-precision window is a fixed window_bytes(), static ranges a fixed
+  // static_range_bytes().
   size_t bytes_per_token() const;
   size_t full_token_bytes() const { return kv_dim_ * 2 * sizeof(uint16_t); }  // one layer
   // What the rows the layers hold now take, metadata included, over all layers (an F16 cache:
   // held rows x full_token_bytes()); the window and unused slots are not counted.
   size_t held_bytes() const;
   size_t window_bytes() const { return ring_k_.size() * 2 * sizeof(uint16_t); }
+  size_t static_range_bytes() const {
+    return (static_key_.size() + static_value_.size()) * sizeof(CodeRange);
+  }
+  bool static_ranges() const { return format_.ranges != nullptr; }
 
   // F16 rows of the half-precision format.
   uint16_t* key(size_t layer, size_t pos) { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
   uint16_t* value(size_t layer, size_t pos) { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
   const uint16_t* key(size_t layer, size_t pos) const { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
   const uint16_t* value(size_t layer, size_t pos) const { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
-  // Any format: the K or V row (kv_dim floats) as attention sees it now.
+  // Any format: the K or V row (kv_dim floats) as attention sees it now. Policies that score or
+  // summarize cached keys read them through these, never through key()/value() (F16 only).
   void read_key(size_t layer, size_t pos, float* out) const;
   void read_value(size_t layer, size_t pos, float* out) const;
+  // Any format: KV head kvh of the K or V row (head_dim floats).
+  void read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* out) const;
+  // Any format: q (head_dim floats) . KV head kvh of the cached key, as attention scores it.
+  float key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const;
 
   // Writing a batch at positions pos0..pos0+n_tok-1: begin_batch, then store() each written row
   // (from any thread, distinct positions), then per layer commit() and hold_*.
@@ -133,7 +155,8 @@ class KvCache {
   }
   // KIVI: the per-channel key ranges (kv_dim) of the block holding `pos`.
   const CodeRange* key_block_ranges(size_t layer, size_t pos) const {
-    return &key_block_ranges_[(layer * n_blocks_ + pos / format_.group) * kv_dim_];
+    return static_ranges() ? &static_key_[layer * kv_dim_]
+                           : &key_block_ranges_[(layer * n_blocks_ + pos / format_.group) * kv_dim_];
   }
   size_t n_groups() const { return n_groups_; }
   // The segments of KV head kvh in K (keys) or V rows.
@@ -154,11 +177,19 @@ class KvCache {
   const uint16_t* ring_row(const std::vector<uint16_t>& ring, size_t layer, size_t pos) const {
     return &ring[(layer * window_ + pos % window_) * kv_dim_];
   }
-  void code_token_groups(const float* x, unsigned bits, uint8_t* codes, CodeRange* ranges) const;
+  // Dynamic per-token groups: each group's range of x at `bits`, written to `ranges` (returned).
+  const CodeRange* measure_groups(const float* x, unsigned bits, CodeRange* ranges) const;
+  // Packs the codes of row x: ranges per channel (KIVI keys, by head) or per group segment.
+  void code_row(const float* x, unsigned bits, uint8_t* codes, const CodeRange* ranges,
+                bool per_channel) const;
+  // The per-token group ranges of a coded row.
+  const CodeRange* group_ranges(const std::vector<CodeRange>& dynamic, const std::vector<CodeRange>& fixed,
+                                size_t layer, size_t row) const {
+    return static_ranges() ? &fixed[layer * n_groups_] : &dynamic[row * n_groups_];
+  }
   // Bytes of one layer's K and V of a coded token at `bits`, ranges and kind included.
   size_t coded_token_bytes(unsigned bits) const;
   void code_key_block(size_t layer, size_t block);
-  void decode_row(const KvRowRef& r, float* out) const;  // per-token groups or F16
 
   size_t n_layers_, n_ctx_, kv_dim_, head_dim_;
   KvFormat format_;
@@ -175,9 +206,10 @@ class KvCache {
   std::vector<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
   std::vector<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
   std::vector<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
-  std::vector<uint8_t> kind_;                           // [layer][pos]: kAbsent, kCoded, kFull
-  std::vector<uint16_t> ring_k_, ring_v_;               // [layer][window][kv_dim]: the recent tokens in F16
-  std::vector<std::vector<uint32_t>> pinned_pos_;       // per layer, ascending: full-precision tokens
+  std::vector<CodeRange> static_key_, static_value_;  // static: [layer][kv_dim] (KIVI keys) or [layer][group]
+  std::vector<uint8_t> kind_;                         // [layer][pos]: kAbsent, kCoded, kFull
+  std::vector<uint16_t> ring_k_, ring_v_;             // [layer][window][kv_dim]: the recent tokens in F16
+  std::vector<std::vector<uint32_t>> pinned_pos_;     // per layer, ascending: full-precision tokens
   std::vector<std::vector<uint16_t>> pinned_k_, pinned_v_;
   std::vector<size_t> keys_coded_to_;  // per layer: KIVI key blocks below this position are coded
   size_t window_from_ = 0;             // positions >= this read from the window (this batch)

@@ -49,7 +49,7 @@ void Transformer::set_policies(std::unique_ptr<PolicyStack> policies) {
   policies_ = std::move(policies);
   if (policies_) policies_->set_log(log_);
   const KvFormat format = policies_ && policies_->kv_format() ? *policies_->kv_format() : KvFormat{};
-  if (format.describe() != cache_.format().describe()) {
+  if (format.describe() != cache_.format().describe() || format.ranges != cache_.format().ranges) {
     const ModelConfig& c = model_.config();
     cache_ = KvCache(c.n_layers, cache_.capacity(), cache_.kv_dim(), c.head_dim, format);
   }

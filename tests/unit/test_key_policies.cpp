@@ -11,7 +11,6 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/quant_types.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/key_budget.h"
@@ -42,13 +41,16 @@ struct Outcome {
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
 };
 
-// Feeds tokens in calls of `step` tokens under `spec` (empty: dense), all logits.
-Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t step, int threads = 2) {
+// Feeds tokens in calls of `step` tokens under `spec` (empty: dense), all logits; `kv` (a kvquant
+// spec, or empty) sets the cache format.
+Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t step, int threads = 2,
+            const std::string& kv = "") {
   ThreadPool pool(threads);
   Transformer tf(stories(), pool, 128);
   KeyRecorder* rec = nullptr;
   if (!spec.empty()) {
     std::vector<std::unique_ptr<Policy>> v;
+    if (!kv.empty()) v.push_back(builtin_policies().create(kv));
     v.push_back(builtin_policies().create(spec));
     auto r = std::make_unique<KeyRecorder>();
     rec = r.get();
@@ -89,28 +91,29 @@ TEST(KeyPolicies, KeepOneIsDenseBitForBit) {
     EXPECT_EQ(run(spec, tokens, 70).logits, dense.logits) << spec;
 }
 
-TEST(KeyPolicies, BudgetsAndSinksHold) {
-  const auto tokens = random_tokens(90, 4);
-  for (const char* spec : kSpecs) {
-    const Outcome r = run(spec, tokens, 90);
-    const size_t heads = stories().config().n_heads, layers = stories().config().n_layers;
-    ASSERT_EQ(r.keys.size(), layers * 90 * heads) << spec;
-    for (const auto& [at, keys] : r.keys) {
-      const auto [layer, pos, head] = at;
-      ASSERT_TRUE(std::ranges::is_sorted(keys));
-      ASSERT_LE(keys.back(), pos);
-      if (layer == 0) {
-        ASSERT_EQ(keys.size(), pos + 1) << spec;  // layer 0 stays dense
-        continue;
-      }
-      const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.5));
-      for (uint32_t s = 0; s < std::min<size_t>(4, pos + 1); ++s)
-        ASSERT_TRUE(std::ranges::binary_search(keys, s)) << spec << " sink " << s;
-      const size_t slack = std::string(spec).starts_with("quest") ? 4 : 0;  // whole pages
-      ASSERT_LE(keys.size(), budget + 4 + slack) << spec << " pos " << pos;
-      ASSERT_GE(keys.size(), std::min(pos + 1, budget)) << spec << " pos " << pos;
+// Every (layer, position, head) of a run over n tokens attended within its budget and its sinks.
+void expect_budgets(const std::string& spec, const Outcome& r, size_t n) {
+  const size_t heads = stories().config().n_heads, layers = stories().config().n_layers;
+  ASSERT_EQ(r.keys.size(), layers * n * heads) << spec;
+  for (const auto& [at, keys] : r.keys) {
+    const auto [layer, pos, head] = at;
+    ASSERT_TRUE(std::ranges::is_sorted(keys));
+    ASSERT_LE(keys.back(), pos);
+    if (layer == 0) {
+      ASSERT_EQ(keys.size(), pos + 1) << spec;  // layer 0 stays dense
+      continue;
     }
+    const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.5));
+    for (uint32_t s = 0; s < std::min<size_t>(4, pos + 1); ++s)
+      ASSERT_TRUE(std::ranges::binary_search(keys, s)) << spec << " sink " << s;
+    const size_t slack = spec.starts_with("quest") ? 4 : 0;  // whole pages
+    ASSERT_LE(keys.size(), budget + 4 + slack) << spec << " pos " << pos;
+    ASSERT_GE(keys.size(), std::min(pos + 1, budget)) << spec << " pos " << pos;
   }
+}
+
+TEST(KeyPolicies, BudgetsAndSinksHold) {
+  for (const char* spec : kSpecs) expect_budgets(spec, run(spec, random_tokens(90, 4), 90), 90);
 }
 
 TEST(KeyPolicies, PrefillChoosesAsTokenByTokenDecode) {
@@ -120,6 +123,33 @@ TEST(KeyPolicies, PrefillChoosesAsTokenByTokenDecode) {
     EXPECT_EQ(whole.keys, steps.keys) << spec;
     for (size_t i = 0; i < whole.logits.size(); ++i)
       ASSERT_NEAR(whole.logits[i], steps.logits[i], 1e-3f) << spec;
+  }
+}
+
+// Over a quantized cache the policies score the keys attention reads (decoded codes, not the F16
+// rows, which that cache does not have): the same choices whether the prompt comes whole or token
+// by token (prefill=quantized: a batch reads its own keys coded, as decode does), budgets hold,
+// and the result stays near the same policy over an F16 cache.
+TEST(KeyPolicies, ComposeWithQuantizedCache) {
+  const auto tokens = random_tokens(48, 8);
+  for (const char* kv : {"kvquant:bits=8,group=16,prefill=quantized", "kvquant:bits=8,group=16,mode=kivi"}) {
+    const bool per_token = std::string(kv).find("kivi") == std::string::npos;
+    for (const char* spec : kSpecs) {
+      const Outcome whole = run(spec, tokens, 48, 1, kv), f16 = run(spec, tokens, 48, 1);
+      expect_budgets(spec, whole, tokens.size());
+      size_t same = 0;
+      for (const auto& [at, keys] : whole.keys) same += keys == f16.keys.at(at);
+      EXPECT_GT(same, whole.keys.size() * 6 / 10) << kv << " " << spec;
+      double diff = 0;
+      for (size_t i = 0; i < whole.logits.size(); ++i)
+        diff = std::max(diff, double(std::abs(whole.logits[i] - f16.logits[i])));
+      EXPECT_LT(diff, 1.0) << kv << " " << spec;  // 8-bit KV alone moves stories260K's logits by ~0.2
+      if (!per_token) continue;                   // KIVI reads an unfinished key block from the F16 window
+      const Outcome steps = run(spec, tokens, 1, 3, kv);
+      EXPECT_EQ(whole.keys, steps.keys) << kv << " " << spec;
+      for (size_t i = 0; i < whole.logits.size(); ++i)
+        ASSERT_NEAR(whole.logits[i], steps.logits[i], 1e-3f) << kv << " " << spec;
+    }
   }
 }
 
@@ -135,34 +165,41 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
         ASSERT_TRUE(k == pos || std::ranges::binary_search(before, k)) << spec << " revived " << k;
     }
   }
-  // Oracle on a hand-made cache: the budget keys with the largest q.k of the query's KV head.
+  // Oracle on a hand-made cache, F16 or coded: the budget keys with the largest q.k of the query's
+  // KV head, k as the cache returns it.
   const ModelConfig& c = stories().config();
   const size_t kv = size_t{c.n_kv_heads} * c.head_dim, n = 20;
-  KvCache cache(c.n_layers, 32, kv);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
-  for (size_t j = 0; j < n; ++j)
-    for (size_t x = 0; x < kv; ++x) cache.key(1, j)[x] = float_to_fp16(normal(rng));
-  cache.set_size(n);
-  std::vector<float> q(c.head_dim);
-  for (float& x : q) x = normal(rng);
-  auto oracle = builtin_policies().create("oracle:keep=0.25,sinks=1");
-  oracle->bind(stories());
-  std::vector<uint32_t> keys, cand(n);
-  for (uint32_t j = 0; j < n; ++j) cand[j] = j;
-  const size_t kv_head = 1;
-  oracle->select_keys({1, n - 1, kv_head * (c.n_heads / c.n_kv_heads), kv_head, q, &cache}, cand, keys);
-  std::vector<std::pair<float, uint32_t>> by_logit;
-  for (uint32_t j = 0; j < n; ++j) {
-    float s = 0;
-    for (size_t x = 0; x < c.head_dim; ++x)
-      s += fp16_to_float(cache.key(1, j)[kv_head * c.head_dim + x]) * q[x];
-    by_logit.push_back({-s, j});
+  for (const KvFormat& format : {KvFormat{}, KvFormat{2, 8, false, 0, true}, KvFormat{4, 8, true, 0, true}}) {
+    KvCache cache(c.n_layers, 32, kv, c.head_dim, format);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    std::vector<float> k(n * kv), v(n * kv);
+    for (float& x : k) x = normal(rng);
+    cache.begin_batch(0, n);
+    for (size_t j = 0; j < n; ++j) cache.store(1, j, &k[j * kv], &v[j * kv], KvStorage::Default);
+    cache.commit(1, 0, n);
+    cache.set_size(n);
+    std::vector<float> q(c.head_dim);
+    for (float& x : q) x = normal(rng);
+    auto oracle = builtin_policies().create("oracle:keep=0.25,sinks=1");
+    oracle->bind(stories());
+    std::vector<uint32_t> keys, cand(n);
+    for (uint32_t j = 0; j < n; ++j) cand[j] = j;
+    const size_t kv_head = 1;
+    oracle->select_keys({1, n - 1, kv_head * (c.n_heads / c.n_kv_heads), kv_head, q, &cache}, cand, keys);
+    std::vector<std::pair<float, uint32_t>> by_logit;
+    std::vector<float> row(kv);
+    for (uint32_t j = 0; j < n; ++j) {
+      cache.read_key(1, j, row.data());
+      float s = 0;
+      for (size_t x = 0; x < c.head_dim; ++x) s += row[kv_head * c.head_dim + x] * q[x];
+      by_logit.push_back({-s, j});
+    }
+    std::ranges::sort(by_logit);
+    std::set<uint32_t> want = {0};
+    for (size_t r = 0; r < 5; ++r) want.insert(by_logit[r].second);
+    EXPECT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end())) << format.describe();
   }
-  std::ranges::sort(by_logit);
-  std::set<uint32_t> want = {0};
-  for (size_t r = 0; r < 5; ++r) want.insert(by_logit[r].second);
-  EXPECT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end()));
 
   // StreamingLLM: sinks plus the newest; Quest and Oracle differ from it (query-aware).
   const Outcome s = run("streaming:sinks=2,window=5", tokens, 80);

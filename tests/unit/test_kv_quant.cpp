@@ -193,6 +193,30 @@ TEST(KvQuantCache, AttentionOverCodesMatchesDecodedRows) {
   }
 }
 
+// The per-head accessors policies use (Oracle, H2O, Quest, TokenButler targets) agree with the rows.
+TEST(KvQuantCache, HeadReadsAndKeyDotsMatchTheRows) {
+  const size_t n = 40;
+  const auto k = rows(n, 10), v = rows(n, 11), q = rows(1, 12);
+  for (const KvFormat& f : {KvFormat{}, format(2, false, 8, 3), format(4, true, 12)}) {
+    KvCache c(kLayers, kCtx, kDim, kHead, f);
+    fill(c, k, v, n, {1});
+    std::vector<float> kr(kDim), vr(kDim), head(kHead);
+    for (size_t p = 0; p < n; ++p) {
+      c.read_key(1, p, kr.data());
+      c.read_value(1, p, vr.data());
+      for (size_t h = 0; h < kDim / kHead; ++h) {
+        c.read_head(1, p, h, true, head.data());
+        ASSERT_TRUE(std::equal(head.begin(), head.end(), &kr[h * kHead])) << f.describe();
+        c.read_head(1, p, h, false, head.data());
+        ASSERT_TRUE(std::equal(head.begin(), head.end(), &vr[h * kHead])) << f.describe();
+        float dot = 0;
+        for (size_t x = 0; x < kHead; ++x) dot += q[x] * kr[h * kHead + x];
+        ASSERT_NEAR(c.key_dot(1, p, h, q.data()), dot, 1e-4f * (1 + std::abs(dot))) << f.describe();
+      }
+    }
+  }
+}
+
 TEST(KvQuantCache, TruncateInsideKiviBlockKeepsKeys) {
   const size_t n = 30;
   const auto k = rows(n, 8), v = rows(n, 9);

@@ -267,10 +267,11 @@ std::string stories_predictor() {
   return path;
 }
 
-std::vector<float> run_policy(const std::string& spec, std::span<const int32_t> tokens, size_t step) {
+std::vector<float> run_policy(const std::vector<std::string>& specs, std::span<const int32_t> tokens,
+                              size_t step) {
   ThreadPool pool(2);
   Transformer tf(stories(), pool, 96);
-  if (!spec.empty()) tf.set_policies(make_policy_stack(std::vector<std::string>{spec}, stories()));
+  if (!specs.empty()) tf.set_policies(make_policy_stack(specs, stories()));
   std::vector<float> out;
   for (size_t i = 0; i < tokens.size(); i += step) {
     const auto l = tf.forward(tokens.subspan(i, std::min(step, tokens.size() - i)), true);
@@ -282,11 +283,11 @@ std::vector<float> run_policy(const std::string& spec, std::span<const int32_t> 
 TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   const std::string path = stories_predictor();
   const auto tokens = stories_chunks(1, 64)[0];
-  EXPECT_EQ(run_policy("tokenbutler:keep=1,predictor=" + path, tokens, 64), run_policy("", tokens, 64));
+  EXPECT_EQ(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64));
   for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8"}) {
     const std::string spec = "tokenbutler:predictor=" + path + opts;
-    const auto whole = run_policy(spec, tokens, 64), steps = run_policy(spec, tokens, 1);
-    const auto dense = run_policy("", tokens, 64);
+    const auto whole = run_policy({spec}, tokens, 64), steps = run_policy({spec}, tokens, 1);
+    const auto dense = run_policy({}, tokens, 64);
     ASSERT_EQ(whole.size(), steps.size());
     for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], steps[i], 1e-3f) << spec;
     EXPECT_NE(whole, dense) << spec;  // sparse attention changes the result
@@ -295,6 +296,54 @@ TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   EXPECT_THROW(
       make_policy_stack(std::vector<std::string>{"tokenbutler:keep=0.5,predictor=/nonexistent"}, stories()),
       Error);
+}
+
+// TokenButler's key choice over a quantized cache (KVSink-style storage + TokenButler decode):
+// prefill and token-by-token decode agree (prefill=quantized reads a batch's own K/V coded), and
+// the training targets q.k read the keys as the cache holds them.
+TEST(TokenButler, ComposesWithQuantizedCache) {
+  const std::string path = stories_predictor();
+  const auto tokens = stories_chunks(1, 64)[0];
+  const std::string kv = "kvquant:bits=4,group=16,prefill=quantized";
+  const std::vector<std::string> specs = {kv, "pfn:n=2", "tokenbutler:keep=0.4,predictor=" + path};
+  const auto whole = run_policy(specs, tokens, 64), steps = run_policy(specs, tokens, 1);
+  ASSERT_EQ(whole.size(), steps.size());
+  for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], steps[i], 1e-3f);
+  EXPECT_NE(whole, run_policy({kv, "pfn:n=2"}, tokens, 64));
+
+  const ButlerConfig c = stories_config();
+  ThreadPool pool(1);
+  Transformer llm(stories(), pool, 16);
+  auto capture = std::make_unique<AttentionCapture>(c.first_layer);
+  AttentionCapture& cap = *capture;
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(builtin_policies().create(kv));
+  v.push_back(std::move(capture));
+  llm.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  ASSERT_TRUE(llm.cache().quantized());
+  const auto twelve = stories_chunks(1, 12)[0];
+  run_with_capture(llm, twelve);
+  ButlerWeights w = ButlerWeights::init(c, 13);
+  ButlerNet net(w, ops());
+  ButlerCache bc;
+  ButlerActs acts;
+  net.forward(cap.input().data(), twelve.size(), bc, acts);
+  const size_t D = stories().config().head_dim, H = stories().config().n_heads;
+  const size_t group = H / stories().config().n_kv_heads;
+  std::vector<float> key(llm.cache().kv_dim());
+  size_t checked = 0;
+  for_each_logit_pair(c, llm, cap, acts, [&](const LogitPair& p) {
+    for (size_t i = 0; i < p.n; ++i)
+      for (size_t j = 0; j <= i; ++j) {
+        llm.cache().read_key(p.layer, j, key.data());
+        float s = 0;
+        for (size_t x = 0; x < D; ++x)
+          s += cap.queries(p.layer)[i * H * D + p.head * D + x] * key[(p.head / group) * D + x];
+        ASSERT_NEAR(p.target[i * p.n + j], s / std::sqrt(float(D)), 1e-4f * (1 + std::abs(s)));
+        ++checked;
+      }
+  });
+  EXPECT_GT(checked, 0u);
 }
 
 // The committed SmolLM2 predictor loads and reproduces the recall recorded next to it (the model

@@ -1,6 +1,11 @@
 #include "policies/kvquant/kvquant.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "model/model.h"
+#include "policies/kvquant/outlier_profile.h"
+#include "policies/layer_profile.h"
 
 namespace ts {
 
@@ -14,6 +19,31 @@ KvQuant::KvQuant(PolicyOptions& options) : Policy(options.spec()) {
   format_.channel_keys = options.take_choice<bool>("mode", {{"token", false}, {"kivi", true}});
   format_.residual = options.take_uint("residual", 0, 1u << 20).value_or(0);
   format_.quantized_prefill = options.take_choice<bool>("prefill", {{"full", false}, {"quantized", true}});
+  const bool fixed = options.take_choice<bool>("ranges", {{"dynamic", false}, {"static", true}});
+  profile_ = options.take_path("profile").value_or("");
+  excluding_ = options.take_choice<RangeExclusion>(
+      "excluding",
+      {{"kvsink", RangeExclusion::KvSink}, {"pfn", RangeExclusion::Pfn}, {"none", RangeExclusion::None}});
+  TS_CHECK(
+      fixed == !profile_.empty(), "policy ", options.spec().text(),
+      ": ranges=static needs profile=FILE (tokensieve calibrate kvsink), and profile= needs ranges=static");
+}
+
+void KvQuant::bind(const Model& model) {
+  if (profile_.empty()) return;
+  OutlierProfile p = read_outlier_profile(profile_);
+  const std::string hash = model_fingerprint(model);
+  TS_CHECK(p.model_hash == hash, profile_, ": calibrated on another model (", p.model_hash, " ", p.model_name,
+           "), this one is ", hash);
+  const auto set = std::find_if(p.ranges.begin(), p.ranges.end(),
+                                [&](const CalibratedRanges& r) { return r.excluding == excluding_; });
+  TS_CHECK(set != p.ranges.end(), profile_, ": no static ranges excluding ", exclusion_name(excluding_),
+           " (write them with tokensieve calibrate kvsink)");
+  const ModelConfig& c = model.config();
+  TS_CHECK(set->ranges.n_layers == c.n_layers && set->ranges.kv_dim == size_t{c.n_kv_heads} * c.head_dim,
+           profile_, ": ranges of ", set->ranges.n_layers, " layers x ", set->ranges.kv_dim,
+           " channels do not fit this model");
+  format_.ranges = std::make_shared<const KvStaticRanges>(std::move(set->ranges));
 }
 
 }  // namespace ts

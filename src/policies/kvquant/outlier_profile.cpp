@@ -127,17 +127,22 @@ void write_outlier_profile(const std::string& path, const OutlierProfile& p) {
       top.push_back({{"channel", c.channel}, {"max_abs", c.max_abs}, {"position", c.position}});
     layers.push_back({{"layer", b.layer}, {"median_abs", b.median_abs}, {"top", top}});
   }
-  const nlohmann::json j = {{"format", kFormat},
-                            {"version", 1},
-                            {"model", p.model_name},
-                            {"model_hash", p.model_hash},
-                            {"emergence_layer", p.emergence_layer},
-                            {"channel", p.channel},
-                            {"channels", p.channels},
-                            {"layers", layers}};
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", 1},
+                      {"model", p.model_name},
+                      {"model_hash", p.model_hash},
+                      {"emergence_layer", p.emergence_layer},
+                      {"channel", p.channel},
+                      {"channels", p.channels},
+                      {"layers", layers}};
+  if (!p.calibration_json.empty()) j["calibration"] = nlohmann::json::parse(p.calibration_json);
+  if (!p.ranges.empty()) {
+    j["ranges"] = nlohmann::json::array();
+    for (const CalibratedRanges& r : p.ranges) j["ranges"].push_back(ranges_to_json(r));
+  }
   std::ofstream f(path);
   TS_CHECK(f, path, ": cannot write");
-  f << j.dump(1) << "\n";
+  f << j.dump() << "\n";
 }
 
 OutlierProfile read_outlier_profile(const std::string& path) {
@@ -157,6 +162,9 @@ OutlierProfile read_outlier_profile(const std::string& path) {
     p.emergence_layer = j.at("emergence_layer").get<uint32_t>();
     p.channel = j.at("channel").get<uint32_t>();
     p.channels = j.value("channels", std::vector<uint32_t>{});
+    if (j.contains("calibration")) p.calibration_json = j["calibration"].dump();
+    if (j.contains("ranges"))
+      for (const nlohmann::json& r : j.at("ranges")) p.ranges.push_back(ranges_from_json(r, path));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": bad field (" + e.what() + ")");
   }

@@ -3,7 +3,8 @@
 // the channels with the largest |h| at the block's output, and the model's sink channel and its
 // emergence layer, stored as JSON:
 //   {"format": "tokensieve-kvsink-profile", "version": 1, "model": "...", "model_hash": "fnv1a64:...",
-//    "emergence_layer": 3, "channel": 123, "channels": [123, 45], "layers": [...per-block peaks...]}
+//    "emergence_layer": 3, "channel": 123, "channels": [123, 45], "layers": [...per-block peaks...],
+//    "calibration": {...}, "ranges": [...static KV ranges per exclusion rule (static_ranges.h)...]}
 #include <cstdint>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "policies/kvquant/static_ranges.h"
 
 namespace ts {
 
@@ -37,6 +39,8 @@ struct OutlierProfile {
   uint32_t emergence_layer = 0, channel = 0;
   std::vector<uint32_t> channels;  // channels in the top 3 of at least half the observed blocks
   std::vector<BlockOutliers> layers;
+  std::vector<CalibratedRanges> ranges;  // static KV ranges (calibrate kvsink), none before
+  std::string calibration_json;          // where the ranges come from (JSON object), or empty
 };
 
 // The sink channel is the one that is the top channel of the most blocks (ties: the larger peak);

@@ -71,7 +71,7 @@ void KvSink::observe_layer_input(const LayerInput& in) {
 void KvSink::choose_kv_storage(const LayerInput&, const KvRows& kv, std::span<KvStorage> storage) {
   for (size_t i = 0; i < kv.rows->size(); ++i) {
     const size_t pos = kv.pos0 + (*kv.rows)[i];
-    if (pos < kept_.size() && kept_[pos] && storage[i] == KvStorage::Default) storage[i] = KvStorage::Full;
+    if (keeps(pos) && storage[i] == KvStorage::Default) storage[i] = KvStorage::Full;
   }
 }
 

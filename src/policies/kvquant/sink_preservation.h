@@ -6,7 +6,7 @@
 //
 // KVSink (Su & Yuan 2025, Algorithm 1): in each multi-token call (prefill) the tokens with the K
 // largest |h[:, C]| at the output of block L (the emergence layer of the model's stable outlier
-// channel C, found by `tokensieve analyze outliers -o PROFILE`) keep full-precision K/V in every layer after
+// channel C, found by `tokensieve calibrate kvsink -o PROFILE`) keep full-precision K/V in every layer after
 // L; layers up to L quantize them (the paper's literal order). Single-token calls (decode) never
 // add sinks. A call of several batches keeps a running top-K: a token chosen in a later batch
 // cannot free the slot of one already kept, so a long prefill may keep a few more than K.
@@ -37,6 +37,7 @@ class KvSink final : public Policy {
   void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
   // The positions kept so far in this sequence, ascending.
   std::vector<uint32_t> sinks() const;
+  bool keeps(size_t pos) const { return pos < kept_.size() && kept_[pos]; }
 
  private:
   size_t k_ = 5;

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/quant_types.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
@@ -18,6 +17,7 @@ QuestKeys::QuestKeys(PolicyOptions& options)
 void QuestKeys::bind(const Model& model) {
   budget_.bind(model, name());
   kv_dim_ = size_t{model.config().n_kv_heads} * model.config().head_dim;
+  key_.resize(kv_dim_);
   layers_.assign(model.config().n_layers, {});
 }
 
@@ -39,11 +39,10 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
     std::fill(lo, lo + kv_dim_, INFINITY);
     std::fill(hi, hi + kv_dim_, -INFINITY);
     for (size_t j = p * page_; j < (p + 1) * page_; ++j) {
-      const uint16_t* key = q.cache->key(q.layer, j);
+      q.cache->read_key(q.layer, j, key_.data());
       for (size_t c = 0; c < kv_dim_; ++c) {
-        const float x = fp16_to_float(key[c]);
-        lo[c] = std::min(lo[c], x);
-        hi[c] = std::max(hi[c], x);
+        lo[c] = std::min(lo[c], key_[c]);
+        hi[c] = std::max(hi[c], key_[c]);
       }
     }
   }

@@ -32,6 +32,7 @@ class QuestKeys final : public Policy {
   size_t page_ = 16;
   size_t kv_dim_ = 0;
   std::vector<LayerPages> layers_;
+  std::vector<float> key_;  // one cached key row, decoded (prepare_keys runs on one thread)
 };
 
 }  // namespace ts

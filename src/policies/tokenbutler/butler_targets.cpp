@@ -1,9 +1,9 @@
 #include "policies/tokenbutler/butler_targets.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/quant_types.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
@@ -52,17 +52,17 @@ void for_each_logit_pair(const ButlerConfig& c, const Transformer& tf, const Att
   const size_t o = c.n_out();
   TS_CHECK(a.pos0 == 0 && tf.n_past() >= n,
            "logit pairs: the predictor batch must cover the captured sequence");
-  std::vector<float> keys(n * D), target(n * n), pred(n * n), k_imp(n * d);
+  const size_t kv = tf.cache().kv_dim();
+  std::vector<float> rows(n * kv), keys(n * D), target(n * n), pred(n * n), k_imp(n * d);
   const float t_scale = 1.0f / std::sqrt(static_cast<float>(D)),
               p_scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (size_t l = c.first_layer; l < c.n_layers; ++l) {
     const std::vector<float>& q = cap.queries(l);
     TS_CHECK(q.size() >= n * H * D, "logit pairs: layer ", l, " queries were not captured");
+    for (size_t j = 0; j < n; ++j) tf.cache().read_key(l, j, &rows[j * kv]);  // any cache format
     for (size_t h = 0; h < H; ++h) {
       if (h % group == 0)
-        for (size_t j = 0; j < n; ++j)
-          for (size_t x = 0; x < D; ++x)
-            keys[j * D + x] = fp16_to_float(tf.cache().key(l, j)[(h / group) * D + x]);
+        for (size_t j = 0; j < n; ++j) std::copy_n(&rows[j * kv + (h / group) * D], D, &keys[j * D]);
       k.gemm_f32(keys.data(), n, q.data() + h * D, H * D, n, D, target.data(), n);
       const size_t slot = c.slot(l, h);
       for (size_t j = 0; j < n; ++j) std::copy_n(&a.k_imp[j * o + slot * d], d, &k_imp[j * d]);

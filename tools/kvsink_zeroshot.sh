@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Zero-shot grid of docs/results/kvsink.md: piqa and arc_easy (first LIMIT documents each) with FP16
+# KV, and INT4 / INT2 KV (group 128, keys per token or per channel) x {none, PFN-5, KVSink-5}, under
+# fake-quant prefill (prefill=quantized: the context attends to its own K/V quantized, as in the
+# perplexity grid; with prefill=full a one-call scoring pass would never read a code).
+# Usage: tools/kvsink_zeroshot.sh MODEL PROFILE OUT.csv [LIMIT] [MODES]
+set -euo pipefail
+model=$1 profile=$2 out=$3 limit=${4:-200} modes=${5:-"kivi token"}
+bin=${TS_BIN:-build/bin/tokensieve}
+echo "bits,mode,group,preserve,task,n,acc,acc_stderr,acc_norm" > "$out"
+eval_row() {  # bits mode preserve policies...
+  local bits=$1 mode=$2 pres=$3
+  shift 3
+  "$bin" eval -m "$model" -t 1 --task piqa,arc_easy --limit "$limit" --json "$@" 2>/dev/null |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+for task in ("piqa", "arc_easy"):
+    m = r[task]
+    print(",".join(map(str, [sys.argv[1], sys.argv[2], 128, sys.argv[3], task, m["n"], m["acc"], m["acc_stderr"], m["acc_norm"]])))
+' "$bits" "$mode" "$pres" | tee -a "$out"
+}
+eval_row 16 - none
+for bits in 4 2; do
+  for mode in $modes; do
+    q="kvquant:bits=$bits,group=128,mode=$mode,prefill=quantized"
+    eval_row "$bits" "$mode" none --policy "$q"
+    eval_row "$bits" "$mode" pfn --policy "$q" --policy pfn:n=5
+    eval_row "$bits" "$mode" kvsink --policy "$q" --policy "kvsink:k=5,profile=$profile"
+  done
+done
