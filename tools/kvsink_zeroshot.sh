@@ -3,9 +3,10 @@
 # KV, and INT4 / INT2 KV (group 128, keys per token or per channel) x {none, PFN-5, KVSink-5}, under
 # fake-quant prefill (prefill=quantized: the context attends to its own K/V quantized, as in the
 # perplexity grid; with prefill=full a one-call scoring pass would never read a code).
-# Usage: tools/kvsink_zeroshot.sh MODEL PROFILE OUT.csv [LIMIT] [MODES]
+# Usage: tools/kvsink_zeroshot.sh MODEL PROFILE OUT.csv [LIMIT] [MODES] [BITS]
+# (BITS "16 4 2" by default; 16 is the FP16 row; split BITS over two runs to use two cores)
 set -euo pipefail
-model=$1 profile=$2 out=$3 limit=${4:-200} modes=${5:-"kivi token"}
+model=$1 profile=$2 out=$3 limit=${4:-200} modes=${5:-"kivi token"} bits_list=${6:-"16 4 2"}
 bin=${TS_BIN:-build/bin/tokensieve}
 echo "bits,mode,group,preserve,task,n,acc,acc_stderr,acc_norm" > "$out"
 eval_row() {  # bits mode preserve policies...
@@ -20,8 +21,11 @@ for task in ("piqa", "arc_easy"):
     print(",".join(map(str, [sys.argv[1], sys.argv[2], 128, sys.argv[3], task, m["n"], m["acc"], m["acc_stderr"], m["acc_norm"]])))
 ' "$bits" "$mode" "$pres" | tee -a "$out"
 }
-eval_row 16 - none
-for bits in 4 2; do
+for bits in $bits_list; do
+  if [ "$bits" = 16 ]; then
+    eval_row 16 - none
+    continue
+  fi
   for mode in $modes; do
     q="kvquant:bits=$bits,group=128,mode=$mode,prefill=quantized"
     eval_row "$bits" "$mode" none --policy "$q"
