@@ -2,9 +2,12 @@
 # Perplexity grid of docs/results/kvsink.md (reduced for a shared 2-core machine): FP16 KV; INT4
 # and INT2 x {none, PFN-5, KVSink-5} x {per-token, KIVI} at group 128, INT2 per-token at group 32,
 # C4 at INT2, and the K sweep at INT2. Fake-quant prefill (prefill=quantized), the paper's protocol.
-# Usage: tools/kvsink_eval.sh MODEL PROFILE OUT.csv [CHUNKS] [CTX]
+# GRID=static instead: the static-range schemes (S1 per-token K/V, S3 per-channel K + per-token V)
+# at INT4 and INT2 x {none, PFN-5, KVSink-5}, each with the range set calibrated without the
+# tokens it preserves (the PROFILE of tokensieve calibrate kvsink).
+# Usage: tools/kvsink_eval.sh MODEL PROFILE OUT.csv [CHUNKS] [CTX] [GRID=dynamic|static]
 set -euo pipefail
-model=$1 profile=$2 out=$3 chunks=${4:-2} ctx=${5:-512}
+model=$1 profile=$2 out=$3 chunks=${4:-2} ctx=${5:-512} grid=${6:-dynamic}
 bin=${TS_BIN:-build/bin/tokensieve}
 echo "dataset,bits,mode,group,preserve,k,ppl" > "$out"
 ppl() {  # dataset bits mode group preserve k policies...
@@ -21,6 +24,15 @@ three() {  # dataset bits mode group: none, PFN-5, KVSink-5
   ppl "$1" "$2" "$3" "$4" pfn 5 --policy "$q" --policy pfn:n=5
   ppl "$1" "$2" "$3" "$4" kvsink 5 --policy "$q" --policy "kvsink:k=5,profile=$profile"
 }
+if [ "$grid" = static ]; then
+  for bits in 4 2; do for mode in token kivi; do
+    q="kvquant:bits=$bits,group=128,mode=$mode,prefill=quantized,ranges=static,profile=$profile"
+    ppl wikitext2 "$bits" "$mode-static" 128 none 0 --policy "$q,excluding=none"
+    ppl wikitext2 "$bits" "$mode-static" 128 pfn 5 --policy "$q,excluding=pfn" --policy pfn:n=5
+    ppl wikitext2 "$bits" "$mode-static" 128 kvsink 5 --policy "$q,excluding=kvsink" --policy "kvsink:k=5,profile=$profile"
+  done; done
+  exit 0
+fi
 ppl wikitext2 16 - - none 0
 for bits in 2 4; do for mode in token kivi; do three wikitext2 "$bits" "$mode" 128; done; done
 three wikitext2 2 token 32
