@@ -13,7 +13,7 @@ namespace ts {
 struct BenchParams {
   size_t n_prompt = 512;  // prefill tokens (pp); 0 = skip
   size_t n_gen = 128;     // decode tokens (tg); 0 = skip
-  size_t depth = 0;       // tokens already in the KV cache before decode is timed
+  size_t depth = 0;  // tokens already in the KV cache before decode is timed (filled once; see run_bench)
   int threads = 0;
   int reps = 3;
   uint32_t seed = 1;

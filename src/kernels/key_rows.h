@@ -7,13 +7,26 @@
 
 namespace ts {
 
+// prefetch(base, stride, row_bytes, j, n): asks for row j (if j < n) ahead of its use. Only the
+// gathered rows need it: a contiguous chunk is a stream the hardware prefetcher follows, listed
+// rows jump.
 struct ContiguousRows {
   size_t operator[](size_t j) const { return j; }
+  void prefetch(const uint16_t*, size_t, size_t, size_t, size_t) const {}
 };
 
 struct ListedRows {
   const uint32_t* rows;
   size_t operator[](size_t j) const { return rows[j]; }
+  void prefetch(const uint16_t* base, size_t stride, size_t row_bytes, size_t j, size_t n) const {
+    if (j >= n) return;
+    const char* row = reinterpret_cast<const char*>(base + rows[j] * stride);
+    for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b);
+  }
 };
+
+// How many rows ahead a gathering kernel prefetches: enough to cover a memory access's latency
+// with the work of the rows in between.
+inline constexpr size_t kPrefetchRows = 8;
 
 }  // namespace ts

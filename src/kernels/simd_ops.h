@@ -21,6 +21,9 @@ struct SimdOps {
   // Attention over an F16 KV cache: q·k and y += a·v with k, v in IEEE half precision.
   float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
   void (*axpy_f16)(float a, const uint16_t* v, float* y, size_t n);
+  // out[j] = q · k[j * stride ..][0..n) for j < n_rows: one query against many F16 rows (the
+  // importance keys TokenButler ranks every position by).
+  void (*dot_f16_rows)(const uint16_t* k, size_t stride, size_t n_rows, const float* q, size_t n, float* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
   // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
   // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).

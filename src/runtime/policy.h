@@ -111,13 +111,16 @@ struct QueryRows {
   }
 };
 
-// The query of one (token, query head), for select_keys.
+// The query of one (token, query head), for select_keys; of one (token, KV head) when the
+// selector shares its choice across the group: then head is the group's first query head and q
+// holds the group's n_heads queries.
 struct KeyQuery {
   size_t layer = 0;
   size_t pos = 0;  // the token's position; candidate keys are <= pos
   size_t head = 0, kv_head = 0;
   std::span<const float> q;  // post-RoPE
   const KvCache* cache = nullptr;
+  size_t n_heads = 1;
 };
 
 // The attention of the rows that attended at one layer: for compact row i (batch row rows[i]) and
@@ -177,6 +180,9 @@ class Policy {
   // holds up to q.pos) that the query attends to. Called from worker threads at once: const.
   virtual void select_keys(const KeyQuery&, std::span<const uint32_t> /*candidates*/,
                            std::vector<uint32_t>& /*keys*/) const {}
+  // True: select_keys is asked once per (token, KV head) and its keys serve every query head of
+  // the group, so each key row is gathered once for the group (as dense attention reads it).
+  virtual bool selects_per_group() const { return false; }
   virtual void observe_attention(const AttentionRows&) {}
   virtual void evict(const KvCache&, Evictions&) {}
 

@@ -389,15 +389,18 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
   const size_t tasks = rows.size() * n_heads;
   key_spans_.resize(tasks);
   if (selector) {
-    key_lists_.resize(std::max(key_lists_.size(), tasks));
-    pool_.parallel_for(tasks, [&](size_t b, size_t e, int) {
-      for (size_t task = b; task < e; ++task) {
-        const size_t i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
-        std::vector<uint32_t>& list = key_lists_[task];
+    // One list per (row, query head), or per (row, KV head) shared by the group.
+    const size_t per_list = selector->selects_per_group() ? group : 1, n_lists = tasks / per_list;
+    key_lists_.resize(std::max(key_lists_.size(), n_lists));
+    pool_.parallel_for(n_lists, [&](size_t b, size_t e, int) {
+      for (size_t list_i = b; list_i < e; ++list_i) {
+        const size_t task = list_i * per_list, i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
+        std::vector<uint32_t>& list = key_lists_[list_i];
         list.clear();
-        selector->select_keys({layer, pos, h, h / group, {&q_[i * d + h * hd], hd}, &cache_},
-                              cache_.held(layer, pos), list);
-        key_spans_[task] = list;
+        selector->select_keys(
+            {layer, pos, h, h / group, {&q_[i * d + h * hd], per_list * hd}, &cache_, per_list},
+            cache_.held(layer, pos), list);
+        for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });
   } else {

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "key_recorder.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/key_budget.h"
@@ -20,21 +22,6 @@
 
 namespace ts {
 namespace {
-
-// Records the keys every (layer, position, head) attended, from the attention observer hook.
-class KeyRecorder final : public Policy {
- public:
-  KeyRecorder() : Policy({"keys", {}}) {}
-  std::vector<HookClaim> claims() const override { return {{Hook::ObserveAttention, {}}}; }
-  void observe_attention(const AttentionRows& a) override {
-    for (size_t i = 0; i < a.rows->size(); ++i)
-      for (size_t h = 0; h < a.n_heads; ++h) {
-        const auto k = a.keys_of(i, h);
-        keys[{a.layer, a.pos0 + (*a.rows)[i], h}] = std::vector<uint32_t>(k.begin(), k.end());
-      }
-  }
-  std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
-};
 
 struct Outcome {
   std::vector<float> logits;
@@ -81,6 +68,34 @@ TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
   EXPECT_EQ(keys, (std::vector<uint32_t>{0}));
   select_top_keys(cand, scores, 10, 0, keys);
   EXPECT_EQ(keys, cand);
+}
+
+TEST(KeyPolicies, SelectTopKeysMatchesAStableSortOnRandomScores) {
+  std::mt19937 rng(11);
+  for (const size_t n : {1, 2, 7, 300, 5000}) {
+    std::vector<uint32_t> cand(n);
+    for (size_t j = 0; j < n; ++j) cand[j] = static_cast<uint32_t>(2 * j + 1);  // not 0..n-1
+    for (const int levels : {3, 1000, 0}) {  // heavy ties, some ties, continuous; signs mixed
+      std::vector<float> scores(n);
+      std::normal_distribution<float> normal(0.0f, 4.0f);
+      for (float& s : scores) s = levels ? std::round(normal(rng) * levels / 8.0f) / levels : normal(rng);
+      if (n > 2) scores[1] = -0.0f, scores[2] = 0.0f;  // equal scores with different bits
+      for (const size_t k : {size_t{0}, size_t{1}, n / 3, n / 2, n - 1}) {
+        std::vector<size_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+        std::vector<bool> best(n, false);
+        for (size_t r = 0; r < k; ++r) best[order[r]] = true;
+        std::vector<uint32_t> want;
+        for (size_t j = 0; j < n; ++j)
+          if (cand[j] < 6 || best[j]) want.push_back(cand[j]);
+        std::vector<uint32_t> keys;
+        select_top_keys(cand, scores, k, 6, keys);
+        ASSERT_EQ(keys, want) << "n=" << n << " levels=" << levels << " k=" << k;
+      }
+    }
+  }
 }
 
 TEST(KeyPolicies, KeepOneIsDenseBitForBit) {

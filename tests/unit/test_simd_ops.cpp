@@ -79,6 +79,26 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   }
 }
 
+TEST_P(SimdOpsTest, HalfPrecisionRowDotsMatchScalar) {
+  for (size_t n : {1u, 15u, 16u, 17u, 48u, 61u}) {
+    for (size_t n_rows : {1u, 3u, 4u, 5u, 33u}) {
+      const size_t stride = n + 3;  // rows apart by more than their length, as importance keys of a group
+      auto k = random_halves(n_rows * stride, 8);
+      auto q = random_floats(n, 9);
+      std::vector<float> y1(n_rows + 1, -1.0f), y2(n_rows + 1, -1.0f);
+      simd().dot_f16_rows(k.data(), stride, n_rows, q.data(), n, y1.data());
+      ref().dot_f16_rows(k.data(), stride, n_rows, q.data(), n, y2.data());
+      for (size_t j = 0; j < n_rows; ++j) {
+        ASSERT_NEAR(y1[j], y2[j], tolerance(n)) << n << " " << n_rows << " " << j;
+        double want = 0.0;  // in double from the half-precision values
+        for (size_t x = 0; x < n; ++x) want += double(fp16_to_float(k[j * stride + x])) * q[x];
+        ASSERT_NEAR(y2[j], want, tolerance(n));
+      }
+      EXPECT_EQ(y1[n_rows], -1.0f);  // nothing written past the last row
+    }
+  }
+}
+
 TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
   for (size_t n_q : {1u, 2u, 3u, 4u, 5u}) {
     for (size_t n_keys : {1u, 17u, 300u}) {

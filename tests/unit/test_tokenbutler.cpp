@@ -12,11 +12,14 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "eval/ppl_datasets.h"
+#include "key_recorder.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/tokenbutler/butler_file.h"
 #include "policies/tokenbutler/butler_metrics.h"
 #include "policies/tokenbutler/butler_training.h"
+#include "runtime/policy_stack.h"
+#include "runtime/transformer.h"
 
 namespace ts {
 namespace {
@@ -284,7 +287,7 @@ TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   const std::string path = stories_predictor();
   const auto tokens = stories_chunks(1, 64)[0];
   EXPECT_EQ(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64));
-  for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8"}) {
+  for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8", ",keep=0.4,shared=1"}) {
     const std::string spec = "tokenbutler:predictor=" + path + opts;
     const auto whole = run_policy({spec}, tokens, 64), steps = run_policy({spec}, tokens, 1);
     const auto dense = run_policy({}, tokens, 64);
@@ -344,6 +347,38 @@ TEST(TokenButler, ComposesWithQuantizedCache) {
       }
   });
   EXPECT_GT(checked, 0u);
+}
+
+// shared=1: every query head of a KV head attends to the same keys, as many as one head's budget.
+TEST(TokenButler, SharedSelectionServesTheWholeGroup) {
+  const ModelConfig& m = stories().config();
+  const size_t group = m.n_heads / m.n_kv_heads;
+  ASSERT_GT(group, 1u);  // the fixture model has grouped-query attention
+  const auto tokens = stories_chunks(1, 64)[0];
+  const auto recorded = [&](const std::string& opts) {
+    ThreadPool pool(2);
+    Transformer tf(stories(), pool, 96);
+    std::vector<std::unique_ptr<Policy>> v;
+    v.push_back(builtin_policies().create("tokenbutler:keep=0.4,predictor=" + stories_predictor() + opts));
+    auto rec = std::make_unique<KeyRecorder>();
+    KeyRecorder* keys = rec.get();
+    v.push_back(std::move(rec));
+    tf.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+    tf.forward(tokens, false);
+    return keys->keys;
+  };
+  const auto shared = recorded(",shared=1"), own = recorded("");
+  size_t groups_differing = 0;
+  for (const auto& [where, keys] : shared) {
+    const auto [layer, pos, head] = where;
+    if (layer == 0) continue;
+    const size_t first = head - head % group, budget = (4 * (pos + 1) + 9) / 10;  // ceil(0.4 (pos + 1))
+    EXPECT_EQ(keys, shared.at({layer, pos, first}));
+    EXPECT_GE(keys.size(), budget);
+    EXPECT_LE(keys.size(), budget + 4);  // the sinks may add up to 4
+    if (head == first && own.at({layer, pos, first}) != own.at({layer, pos, first + 1})) ++groups_differing;
+  }
+  EXPECT_GT(groups_differing, 0u);  // per-head selection (the default) does differ within a group
 }
 
 // The committed SmolLM2 predictor loads and reproduces the recall recorded next to it (the model

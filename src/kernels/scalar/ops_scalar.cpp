@@ -29,6 +29,10 @@ float dot_f16_f32(const uint16_t* k, const float* q, size_t n) {
   return s;
 }
 
+void dot_f16_rows(const uint16_t* k, size_t stride, size_t n_rows, const float* q, size_t n, float* out) {
+  for (size_t j = 0; j < n_rows; ++j) out[j] = dot_f16_f32(k + j * stride, q, n);
+}
+
 void axpy_f16(float a, const uint16_t* v, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * fp16_to_float(v[i]);
 }
@@ -114,12 +118,25 @@ void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, 
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar",       gemm_f32,        dot_f32,
-                             dot_f16_f32,    axpy_f16,        f32_to_f16,
-                             rms_norm,       silu_mul,        softmax,
-                             rope,           attn_chunk,      attn_gather,
-                             dot_codes,      axpy_codes,      scalar::quantize_q8,
-                             scalar::dot_q8, scalar::gemm_q8, scalar::gemm_packed};
+  static const SimdOps table{"scalar",
+                             gemm_f32,
+                             dot_f32,
+                             dot_f16_f32,
+                             axpy_f16,
+                             dot_f16_rows,
+                             f32_to_f16,
+                             rms_norm,
+                             silu_mul,
+                             softmax,
+                             rope,
+                             attn_chunk,
+                             attn_gather,
+                             dot_codes,
+                             axpy_codes,
+                             scalar::quantize_q8,
+                             scalar::dot_q8,
+                             scalar::gemm_q8,
+                             scalar::gemm_packed};
   return table;
 }
 

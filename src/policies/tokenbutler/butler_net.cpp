@@ -162,20 +162,40 @@ void ButlerNet::forward(const float* x, size_t n, ButlerCache& cache, ButlerActs
   rope_rows(kn, n, p0, r, hs, false);
 
   // Causal attention per head; probabilities kept for backward.
-  a.probs.assign(for_backward ? c.n_heads * n * total : total, 0.0f);
+  if (for_backward) {
+    a.probs.assign(c.n_heads * n * total, 0.0f);
+  } else {
+    a.probs.resize(c.n_heads * total);  // rows' scores only, each written before it is read
+  }
   a.o_raw.assign(n * r, 0.0f);
+  // Every head at once per cached row: the heads are narrow (E/8 / H, 8 for SmolLM2), so a row
+  // of E/8 keys or values is read once and summed per head, not once per head with a dot call.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (size_t h = 0; h < c.n_heads; ++h)
-    for (size_t i = 0; i < n; ++i) {
-      float* p = for_backward ? &a.probs[(h * n + i) * total] : a.probs.data();
-      const float* qi = &a.q[i * r + h * hs];
-      const size_t n_keys = p0 + i + 1;
-      for (size_t j = 0; j < n_keys; ++j) p[j] = scale * k_.dot_f32(qi, &cache.k[j * r + h * hs], hs);
-      k_.softmax(p, n_keys);
-      float* out = &a.o_raw[i * r + h * hs];
-      for (size_t j = 0; j < n_keys; ++j)
-        for (size_t x2 = 0; x2 < hs; ++x2) out[x2] += p[j] * cache.v[j * r + h * hs + x2];
+  std::vector<float*> p(c.n_heads);
+  thread_local std::vector<float> weights;
+  weights.resize(r);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t h = 0; h < c.n_heads; ++h)
+      p[h] = for_backward ? &a.probs[(h * n + i) * total] : &a.probs[h * total];
+    const float* qi = &a.q[i * r];
+    const size_t n_keys = p0 + i + 1;
+    for (size_t j = 0; j < n_keys; ++j) {
+      const float* kj = &cache.k[j * r];
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        float s = 0.0f;
+        for (size_t x2 = 0; x2 < hs; ++x2) s += qi[h * hs + x2] * kj[h * hs + x2];
+        p[h][j] = scale * s;
+      }
     }
+    for (size_t h = 0; h < c.n_heads; ++h) k_.softmax(p[h], n_keys);
+    float* out = &a.o_raw[i * r];
+    for (size_t j = 0; j < n_keys; ++j) {
+      const float* vj = &cache.v[j * r];
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (size_t x2 = 0; x2 < hs; ++x2) weights[h * hs + x2] = p[h][j];
+      for (size_t x2 = 0; x2 < r; ++x2) out[x2] += weights[x2] * vj[x2];
+    }
+  }
 
   // LayerNorm(E/8) with affine.
   a.ln_hat.resize(n * r);

@@ -12,7 +12,8 @@ TokenButlerKeys::TokenButlerKeys(PolicyOptions& options)
     : Policy(options.spec()),
       budget_(options, -1),
       path_(options.take_path("predictor").value_or("")),
-      recent_(options.take_uint("recent", 0, 1u << 24).value_or(0)) {
+      recent_(options.take_uint("recent", 0, 1u << 24).value_or(0)),
+      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {
   TS_CHECK(!path_.empty(), "policy ", name(), ": give predictor=FILE (a trained TokenButler predictor)");
 }
 
@@ -27,7 +28,9 @@ void TokenButlerKeys::bind(const Model& model) {
   TS_CHECK(budget_.layers().empty() || budget_.layers().front() >= c.first_layer, "policy ", name(),
            ": the predictor covers layers from ", c.first_layer);
   net_ = std::make_unique<ButlerNet>(weights_, ops());
-  keys_.assign(c.n_slots(), {});
+  n_kv_heads_ = m.n_kv_heads;
+  group_ = m.n_heads / m.n_kv_heads;
+  keys_.assign(c.n_slots() / group_, {});
   truncate(0);
 }
 
@@ -35,7 +38,7 @@ void TokenButlerKeys::truncate(size_t n_past) {
   const ButlerConfig& c = weights_.config;
   n_past = std::min(n_past, cache_.size(c));
   cache_.truncate(n_past, c);
-  for (std::vector<float>& k : keys_) k.resize(std::min(k.size(), n_past * c.imp_dim));
+  for (std::vector<uint16_t>& k : keys_) k.resize(std::min(k.size(), n_past * group_ * c.imp_dim));
 }
 
 void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
@@ -44,26 +47,31 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
   TS_CHECK(cache_.size(c) == in.pos0, "policy ", name(), ": positions before ", in.pos0, " were not seen");
   net_->forward(in.normed, in.n_tok, cache_, acts_, /*for_backward=*/false);
   batch_pos0_ = in.pos0;
-  const size_t d = c.imp_dim, o = c.n_out();
-  for (size_t s = 0; s < keys_.size(); ++s) {
-    std::vector<float>& k = keys_[s];
-    k.resize((in.pos0 + in.n_tok) * d);
-    for (size_t t = 0; t < in.n_tok; ++t) std::copy_n(&acts_.k_imp[t * o + s * d], d, &k[(in.pos0 + t) * d]);
+  const size_t gd = group_ * c.imp_dim, o = c.n_out();
+  for (size_t s = 0; s < keys_.size(); ++s) {  // a group's slots are adjacent in k_imp's rows
+    std::vector<uint16_t>& k = keys_[s];
+    k.resize((in.pos0 + in.n_tok) * gd);
+    for (size_t t = 0; t < in.n_tok; ++t)
+      ops().f32_to_f16(&acts_.k_imp[t * o + s * gd], &k[(in.pos0 + t) * gd], gd);
   }
 }
 
 void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                                   std::vector<uint32_t>& keys) const {
   const ButlerConfig& c = weights_.config;
-  const size_t d = c.imp_dim, slot = c.slot(q.layer, q.head);
-  const float* qv = &acts_.q_imp[(q.pos - batch_pos0_) * c.n_out() + slot * d];
-  const float* kv = keys_[slot].data();
+  // q.n_heads adjacent query heads (one, or the group): their importance queries and keys are
+  // adjacent, so the sum of their scores is one dot product of width n_heads * d.
+  const size_t d = c.imp_dim, gd = group_ * d, width = q.n_heads * d;
+  const float* qv = &acts_.q_imp[(q.pos - batch_pos0_) * c.n_out() + c.slot(q.layer, q.head) * d];
+  const uint16_t* kv =
+      keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head].data() + (q.head % group_) * d;
   thread_local std::vector<float> scores;
   scores.resize(candidates.size());
-  if (candidates.size() == q.pos + 1) {  // every position: one matrix-vector product
-    ops().gemm_f32(kv, candidates.size(), qv, d, 1, d, scores.data(), 0);
+  if (candidates.size() == q.pos + 1) {  // every position: rows in order
+    ops().dot_f16_rows(kv, gd, candidates.size(), qv, width, scores.data());
   } else {
-    for (size_t j = 0; j < candidates.size(); ++j) scores[j] = ops().dot_f32(qv, kv + candidates[j] * d, d);
+    for (size_t j = 0; j < candidates.size(); ++j)
+      scores[j] = ops().dot_f16_f32(kv + candidates[j] * gd, qv, width);
   }
   select_top_keys(candidates, scores, budget_.budget(q.pos), budget_.sinks(), keys);
   if (recent_ == 0) return;

@@ -3,9 +3,15 @@
 // attention (observe_layer_input), incrementally with its own caches (its attention's K/V and the
 // importance keys of every position, per predicted (layer, head)); each query head of layers >= 1
 // then attends to the budget(pos) keys with the largest predicted score q_imp·k_imp, the sinks, and
-// an optional recent window, over the full KV cache.
+// an optional recent window, over the full KV cache. The importance keys are kept in F16 (they are
+// read for every position at every step: a third of the KV cache's size per token in F32).
 //
-//   tokenbutler:keep=F,predictor=FILE[,recent=0][,sinks=4][,first_layer=1]
+// shared=1 lets the query heads of a KV head share one selection, ranked by the sum of their
+// predicted scores (one dot product of the group's concatenated importance queries and keys):
+// the group's keys are then gathered once, as dense attention reads them, instead of once per
+// query head (the paper selects per query head; shared=0, the default).
+//
+//   tokenbutler:keep=F,predictor=FILE[,recent=0][,shared=0][,sinks=4][,first_layer=1]
 #include <memory>
 #include <string>
 
@@ -27,17 +33,21 @@ class TokenButlerKeys final : public Policy {
   void observe_layer_input(const LayerInput& in) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override;
+  bool selects_per_group() const override { return shared_; }
 
  private:
   KeyBudget budget_;
   std::string path_;
   size_t recent_ = 0;
+  bool shared_ = false;
+  size_t group_ = 1, n_kv_heads_ = 1;  // the LLM's query heads per KV head, KV heads
   ButlerWeights weights_;
   std::unique_ptr<ButlerNet> net_;
   ButlerCache cache_;
   ButlerActs acts_;  // the current batch's importance queries
   size_t batch_pos0_ = 0;
-  std::vector<std::vector<float>> keys_;  // per (layer, head) slot: [pos][d] importance keys
+  // Per (layer, KV head): [pos][group][d] F16 importance keys of the group's query heads.
+  std::vector<std::vector<uint16_t>> keys_;
 };
 
 }  // namespace ts
