@@ -59,10 +59,12 @@ PolicyRegistry build_registry() {
   r.add({"quest",
          "keep=F[,page=16]" + common + ": Quest, query-aware selection of pages by min/max key bounds",
          make<QuestKeys>});
-  r.add({"tokenbutler",
-         "keep=F,predictor=FILE[,recent=0]" + common +
-             ": TokenButler, each query head attends to the keys its trained predictor scores highest",
-         make<TokenButlerKeys>});
+  r.add(
+      {"tokenbutler",
+       "keep=F,predictor=FILE[,recent=0][,shared=0|1]" + common +
+           ": TokenButler, each query head (shared=1: each KV head's group) attends to the keys its trained "
+           "predictor scores highest",
+       make<TokenButlerKeys>});
   r.add({"streaming", "window=N|keep=F" + common + ": StreamingLLM, sink positions plus a recent window",
          make<StreamingKeys>});
   r.add(
