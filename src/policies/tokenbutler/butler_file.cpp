@@ -137,7 +137,9 @@ ButlerFile load_butler(const std::string& path) {
   };
   f.weights.for_each(
       [&](const char* name, size_t, size_t, std::vector<float>& t) { read_tensor(name, t, true); });
-  for (const auto& [name, e] : header.items()) {
+  for (const auto& item : header.items()) {
+    // A named variable, not a structured binding: clang 14 cannot capture bindings in the lambda below.
+    const std::string& name = item.key();
     if (name == "__metadata__" || f.weights.config.n_embd == 0) continue;
     bool is_weight = false;
     f.weights.for_each(
