@@ -35,7 +35,11 @@ nlohmann::json result_json(const BenchConfig& config, const BenchResult& r, doub
       {"decode_tps", tg},
       {"decode_tps_all", r.decode_tps},
       {"decode_tps_minmax", minmax(r.decode_tps)},
+      {"prefill_cpu_tps", median(r.prefill_cpu_tps)},
+      {"decode_cpu_tps", median(r.decode_cpu_tps)},
       {"kv_bytes_per_token", r.kv_bytes_per_token},
+      {"kv_held_fraction", r.kv_held_fraction},
+      {"kv_held_bytes_per_token", r.kv_held_bytes_per_token},
       {"decode_bytes_per_token", r.decode_bytes_per_token},
       {"decode_bandwidth_gbs", decode_gbs},
       {"decode_bandwidth_fraction", machine_gbs > 0 ? decode_gbs / machine_gbs : 0.0},
@@ -94,7 +98,9 @@ void bench(BenchOptions o) {
   if (o.vs_dense) {
     j["dense"] = result_json(configs[1], results[1], machine_gbs);
     j["speedup_vs_dense"] = {{"prefill", ratio(j, j["dense"], "prefill_tps")},
-                             {"decode", ratio(j, j["dense"], "decode_tps")}};
+                             {"decode", ratio(j, j["dense"], "decode_tps")},
+                             {"prefill_cpu", ratio(j, j["dense"], "prefill_cpu_tps")},
+                             {"decode_cpu", ratio(j, j["dense"], "decode_cpu_tps")}};
   }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
@@ -107,10 +113,16 @@ void bench(BenchOptions o) {
   print_rows(name, o, configs[0], j, r.threads);
   if (o.vs_dense) {
     print_rows(name, o, configs[1], j["dense"], r.threads);
-    std::printf("\nspeed-up vs dense (medians, interleaved repetitions): prefill %.3fx, decode %.3fx\n",
-                j["speedup_vs_dense"]["prefill"].get<double>(),
-                j["speedup_vs_dense"]["decode"].get<double>());
+    const nlohmann::json& s = j["speedup_vs_dense"];
+    std::printf(
+        "\nspeed-up vs dense (medians, interleaved repetitions): prefill %.3fx, decode %.3fx"
+        "\n  by process CPU time (not counting waits for a core): prefill %.3fx, decode %.3fx\n",
+        s["prefill"].get<double>(), s["decode"].get<double>(), s["prefill_cpu"].get<double>(),
+        s["decode_cpu"].get<double>());
   }
+  if (o.params.n_gen)
+    std::printf("\nafter decode: the layers hold %.1f%% of the cached positions, %.0f bytes per position\n",
+                100.0 * r.kv_held_fraction, r.kv_held_bytes_per_token);
   std::printf(
       "\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
       "measured %.1f GB/s read bandwidth\n",

@@ -1,6 +1,7 @@
 #include "eval/bench.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,9 +15,25 @@
 namespace ts {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+// Wall and process CPU time of one measured run.
+class Stopwatch {
+ public:
+  Stopwatch() : wall0_(std::chrono::steady_clock::now()), cpu0_(cpu_seconds()) {}
+  // Appends n / elapsed seconds to `wall` and n / CPU seconds to `cpu`.
+  void rate(double n, std::vector<double>& wall, std::vector<double>& cpu) const {
+    wall.push_back(n / std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count());
+    cpu.push_back(n / (cpu_seconds() - cpu0_));
+  }
+
+ private:
+  static double cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
+  std::chrono::steady_clock::time_point wall0_;
+  double cpu0_;
+};
 
 // Random ordinary tokens (as llama-bench): ids past the first few, which hold control tokens.
 std::vector<int32_t> random_tokens(size_t n, uint32_t n_vocab, std::mt19937& rng) {
@@ -75,9 +92,9 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
       Transformer& tf = *tfs[i];
       if (p.n_prompt) {
         tf.truncate(0);
-        const auto t0 = std::chrono::steady_clock::now();
+        const Stopwatch watch;
         tf.forward(prompt, false);
-        results[i].prefill_tps.push_back(double(p.n_prompt) / seconds_since(t0));
+        watch.rate(double(p.n_prompt), results[i].prefill_tps, results[i].prefill_cpu_tps);
       }
       if (p.n_gen) {
         // The depth's context is filled once (a long fill costs far more than the decode timed)
@@ -88,9 +105,14 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
         } else {
           tf.truncate(p.depth);
         }
-        const auto t0 = std::chrono::steady_clock::now();
+        const Stopwatch watch;
         for (int32_t t : gen) tf.forward(std::span(&t, 1), false);
-        results[i].decode_tps.push_back(double(p.n_gen) / seconds_since(t0));
+        watch.rate(double(p.n_gen), results[i].decode_tps, results[i].decode_cpu_tps);
+        const KvCache& cache = tf.cache();
+        double held = 0;
+        for (size_t l = 0; l < c.n_layers; ++l) held += cache.held_fraction(l);
+        results[i].kv_held_fraction = held / double(c.n_layers);
+        results[i].kv_held_bytes_per_token = double(cache.held_bytes()) / double(cache.size());
       }
     }
     on_rep(rep + 1, p.reps);

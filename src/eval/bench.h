@@ -27,7 +27,14 @@ struct BenchConfig {
 
 struct BenchResult {
   std::vector<double> prefill_tps, decode_tps;  // one value per repetition
+  // The same per second of the process's CPU time (all threads): on a machine shared with other
+  // processes, unlike wall time, it does not count the time this process waited for a core.
+  std::vector<double> prefill_cpu_tps, decode_cpu_tps;
   size_t kv_bytes_per_token = 0;
+  // After the last decode run: the fraction of cached positions the layers hold (mean over
+  // layers; < 1 when a policy evicts) and the bytes the held rows take per cached position.
+  double kv_held_fraction = 1.0;
+  double kv_held_bytes_per_token = 0;
   size_t weight_bytes = 0;
   size_t peak_rss_bytes = 0;
   double decode_bytes_per_token = 0;  // weights + KV read by one decode step at the mean depth

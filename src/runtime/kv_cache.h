@@ -138,10 +138,6 @@ class KvCache {
   // The positions a layer holds up to and including `pos` (below size() or in the batch being
   // written), ascending.
   std::span<const uint32_t> held(size_t layer, size_t pos) const;
-  // Positions from..from+n-1.
-  std::span<const uint32_t> positions(size_t from, size_t n) const {
-    return std::span(all_positions_).subspan(from, n);
-  }
   // The batch at positions pos0.. wrote only `stored` (ascending) at this layer.
   void hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored);
   // The batch at positions pos0..pos0+n_tok-1 wrote all of them (a no-op on layers without holes).

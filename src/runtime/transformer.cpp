@@ -216,8 +216,7 @@ void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
     }
   }
   const bool key_lists =
-      !cache_.holds_all(layer) ||
-      (policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer)));
+      policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer));
   if (key_lists) {
     attend_listed(layer, pos0);
   } else {
@@ -297,18 +296,22 @@ void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool r
   }
 }
 
-// Flash-style attention of rows_.attn over every cached key up to each token's position.
+// Flash-style attention of rows_.attn over every key the layer holds up to each token's position:
+// contiguous rows, or on a layer with holes (evictions, dropped K/V) the held positions' rows.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
+  const bool holes = !cache_.holds_all(layer);
+  // The keys of row i: positions 0..pos (no holes) or the held ones.
+  const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
 
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them. Decode has few (row, KV head) pairs, so
   // long caches are cut into chunks that the threads share (flash-decoding), merged below.
-  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = pos0 + rows[rows.size() - 1] + 1;
+  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = keys_of(rows.size() - 1).size();
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
   size_t chunk = n_keys_max;
   if (pairs < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, pairs)));
@@ -325,21 +328,25 @@ void Transformer::attend(size_t layer, size_t pos0) {
         for (size_t task = b; task < e; ++task) {
           const size_t pair = task / n_chunks, ci = task % n_chunks;
           const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-          const size_t n_keys = pos0 + rows[i] + 1, start = ci * chunk;  // causal: keys up to this token
+          const std::span<const uint32_t> keys = keys_of(i);  // causal: keys up to this token
+          const size_t start = ci * chunk;
           float* m = &part_m_[task * group];
           float* l = &part_l_[task * group];
-          if (start >= n_keys) {
+          if (start >= keys.size()) {
             std::fill(l, l + group, 0.0f);
             continue;
           }
-          const size_t len = std::min(chunk, n_keys - start);
+          const size_t len = std::min(chunk, keys.size() - start);
+          const float* q = &q_[i * d + kvh * group * hd];
+          float* acc = &part_acc_[task * group * hd];
           if (cache_.quantized()) {
-            attend_coded(cache_, layer, kvh, &q_[i * d + kvh * group * hd], group,
-                         cache_.positions(start, len), scale, m, l, &part_acc_[task * group * hd]);
+            attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
+          } else if (holes) {
+            k.attn_gather(q, group, cache_.key(layer, 0) + kvh * hd, cache_.value(layer, 0) + kvh * hd, kv,
+                          &keys[start], len, hd, scale, m, l, acc);
           } else {
-            k.attn_chunk(&q_[i * d + kvh * group * hd], group, cache_.key(layer, start) + kvh * hd,
-                         cache_.value(layer, start) + kvh * hd, kv, len, hd, scale, m, l,
-                         &part_acc_[task * group * hd]);
+            k.attn_chunk(q, group, cache_.key(layer, start) + kvh * hd, cache_.value(layer, start) + kvh * hd,
+                         kv, len, hd, scale, m, l, acc);
           }
         }
       },
@@ -365,18 +372,20 @@ void Transformer::attend(size_t layer, size_t pos0) {
               denom += w * part_l_[p];
               for (size_t x = 0; x < hd; ++x) out[x] += w * part_acc_[p * hd + x];
             }
-            for (size_t x = 0; x < hd; ++x) out[x] /= denom;
+            if (denom > 0.0f)  // no keys (a layer holding nothing up to the token): output 0
+              for (size_t x = 0; x < hd; ++x) out[x] /= denom;
           }
         }
       },
       kMinCombinePairs);
 }
 
-// Attention of rows_.attn over explicit key lists: the positions the layer holds up to the token
-// (a cache with holes), or those a policy selects per (row, query head). The lists are chosen
-// first; then each (row, KV head) gathers its keys once for the whole query group when the
-// group's lists agree (holes, group-shared selections), else once per query head. The lists, and
-// the probabilities when a policy watches them, go to the policies afterwards. No keys: output 0.
+// Attention of rows_.attn over explicit key lists, for policies that select keys per (row, query
+// head) or watch the attention probabilities: the positions a policy selects, else those the
+// layer holds up to the token. The lists are chosen first; then each (row, KV head) gathers its
+// keys once for the whole query group when the group's lists agree (holes, group-shared
+// selections), else once per query head. The lists, and the probabilities when a policy watches
+// them, go to the policies afterwards. No keys: output 0.
 void Transformer::attend_listed(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, hd = c.head_dim, kv = cache_.kv_dim(), n_heads = c.n_heads;

@@ -15,11 +15,12 @@ def test_bench_json_has_the_issue_fields(ts_bin):
     res = bench(ts_bin, "-p", "32", "-n", "8", "-r", "2", "--json")
     assert res.returncode == 0, res.stderr
     j = json.loads(res.stdout)
-    for key in ("prefill_tps", "decode_tps", "peak_rss_bytes", "kv_bytes_per_token",
-                "decode_bandwidth_gbs", "machine_bandwidth_gbs"):
+    for key in ("prefill_tps", "decode_tps", "prefill_cpu_tps", "decode_cpu_tps", "peak_rss_bytes",
+                "kv_bytes_per_token", "kv_held_bytes_per_token", "decode_bandwidth_gbs", "machine_bandwidth_gbs"):
         assert j[key] > 0, key
     assert len(j["prefill_tps_all"]) == 2 and len(j["decode_tps_all"]) == 2
     assert j["policies"] == [] and "dense" not in j
+    assert j["kv_held_fraction"] == 1 and j["kv_held_bytes_per_token"] == j["kv_bytes_per_token"]
     assert j["decode_bandwidth_fraction"] == j["decode_bandwidth_gbs"] / j["machine_bandwidth_gbs"]
 
 
@@ -32,6 +33,8 @@ def test_bench_policy_beside_dense(ts_bin):
     speedup = j["speedup_vs_dense"]
     assert abs(speedup["decode"] - j["decode_tps"] / j["dense"]["decode_tps"]) < 1e-9
     assert abs(speedup["prefill"] - j["prefill_tps"] / j["dense"]["prefill_tps"]) < 1e-9
+    assert abs(speedup["decode_cpu"] - j["decode_cpu_tps"] / j["dense"]["decode_cpu_tps"]) < 1e-9
+    assert j["kv_held_fraction"] < 1 and j["dense"]["kv_held_fraction"] == 1  # SLEB holds nothing at layer 1
 
 
 def test_bench_usage_errors(ts_bin):
