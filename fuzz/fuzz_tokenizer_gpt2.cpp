@@ -4,77 +4,45 @@
 // vocabulary has no spelling for (dropped, as HF does); and the streaming decoder must give valid
 // UTF-8 equal to the sanitized whole decode.
 #include <array>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <memory>
-#include <string>
 
-#include "model/gguf.h"
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "tokenizer_fuzz.h"
 
 namespace {
 
-struct Loaded {
-  std::unique_ptr<ts::GgufFile> gguf;
-  std::unique_ptr<ts::Tokenizer> tok;
+constexpr const char* kTarget = "fuzz_tokenizer_gpt2";
+
+struct Vocabulary {
+  std::unique_ptr<fuzz::LoadedTokenizer> loaded;
   std::array<bool, 256> spelled{};  // bytes the vocabulary can represent
 };
 
-const Loaded* load() {
-  static const Loaded* loaded = []() -> const Loaded* {
-    const char* env = std::getenv("TS_FUZZ_GPT2_MODEL");
-    const std::string path =
-        env ? env
-            : (std::filesystem::path(__FILE__).parent_path() / "../models/SmolLM2-135M-Instruct.Q4_1.gguf")
-                  .string();
-    if (!std::filesystem::exists(path)) {
-      std::fprintf(stderr, "fuzz_tokenizer_gpt2: %s not found; nothing to fuzz\n", path.c_str());
-      return nullptr;
-    }
-    auto* l = new Loaded;
-    l->gguf = ts::GgufFile::open(path);
-    l->tok = ts::Tokenizer::from_gguf(*l->gguf);
-    for (int b = 0; b < 256; ++b)
-      l->spelled[b] = !l->tok->encode(std::string(1, char(b)), false, false).empty();
-    return l;
+const Vocabulary& vocabulary() {
+  static const Vocabulary vocab = [] {
+    Vocabulary v;
+    v.loaded = fuzz::load_tokenizer(
+        kTarget, "TS_FUZZ_GPT2_MODEL",
+        std::filesystem::path(__FILE__).parent_path() / "../models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    for (int b = 0; v.loaded && b < 256; ++b)
+      v.spelled[b] = !v.loaded->tok->encode(std::string(1, char(b)), false, false).empty();
+    return v;
   }();
-  return loaded;
-}
-
-void check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz_tokenizer_gpt2: %s\n", what);
-  std::abort();
+  return vocab;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const Loaded* l = load();
-  if (!l) return 0;
-  const ts::Tokenizer& tok = *l->tok;
+  const Vocabulary& vocab = vocabulary();
+  if (!vocab.loaded) return 0;
+  const ts::Tokenizer& tok = *vocab.loaded->tok;
   const std::string text(reinterpret_cast<const char*>(data), size);
-
-  const std::vector<int32_t> ids = tok.encode(text, true, true);
-  std::string bytes;
-  ts::StreamingDecoder stream(tok);
-  std::string streamed;
-  for (int32_t id : ids) {
-    check(id >= 0 && id < tok.n_vocab(), "id out of range");
-    bytes += tok.token_to_bytes(id);
-    streamed += stream.push(id);
-  }
-  streamed += stream.flush();
-  check(streamed == ts::unicode::sanitize(bytes), "streamed text differs from the sanitized decode");
-  tok.decode(ids, true);
+  fuzz::check_encode_and_stream(kTarget, tok, text);
 
   std::string representable;
   for (char c : text) {
-    if (l->spelled[static_cast<uint8_t>(c)]) representable += c;
+    if (vocab.spelled[static_cast<uint8_t>(c)]) representable += c;
   }
-  check(tok.decode(tok.encode(text, false, false)) == representable, "decode(encode(text)) != text");
+  fuzz::check(tok.decode(tok.encode(text, false, false)) == representable, kTarget,
+              "decode(encode(text)) != text");
   return 0;
 }

@@ -3,72 +3,30 @@
 // Any bytes must encode to in-range ids; plain text must round-trip through decode (byte fallback
 // covers every byte), except text holding "▁", which SentencePiece cannot tell from a space; and
 // the streaming decoder must give valid UTF-8 equal to the sanitized whole decode.
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <memory>
-#include <string>
-
-#include "model/gguf.h"
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "tokenizer_fuzz.h"
 
 namespace {
 
-struct Loaded {
-  std::unique_ptr<ts::GgufFile> gguf;
-  std::unique_ptr<ts::Tokenizer> tok;
-};
+constexpr const char* kTarget = "fuzz_tokenizer_llama";
 
-const Loaded* load() {
-  static const Loaded* loaded = []() -> const Loaded* {
-    const char* env = std::getenv("TS_FUZZ_MODEL");
-    const std::string path =
-        env ? env
-            : (std::filesystem::path(__FILE__).parent_path() / "../../shared/models/stories260K.gguf")
-                  .string();
-    if (!std::filesystem::exists(path)) {
-      std::fprintf(stderr, "fuzz_tokenizer_llama: %s not found; nothing to fuzz\n", path.c_str());
-      return nullptr;
-    }
-    auto* l = new Loaded;
-    l->gguf = ts::GgufFile::open(path);
-    l->tok = ts::Tokenizer::from_gguf(*l->gguf);
-    return l;
-  }();
-  return loaded;
-}
-
-void check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz_tokenizer_llama: %s\n", what);
-  std::abort();
+const fuzz::LoadedTokenizer* loaded() {
+  static const std::unique_ptr<fuzz::LoadedTokenizer> l = fuzz::load_tokenizer(
+      kTarget, "TS_FUZZ_MODEL",
+      std::filesystem::path(__FILE__).parent_path() / "../../shared/models/stories260K.gguf");
+  return l.get();
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const Loaded* l = load();
+  const fuzz::LoadedTokenizer* l = loaded();
   if (!l) return 0;
   const ts::Tokenizer& tok = *l->tok;
   const std::string text(reinterpret_cast<const char*>(data), size);
-
-  const std::vector<int32_t> ids = tok.encode(text, true, true);
-  std::string bytes;
-  ts::StreamingDecoder stream(tok);
-  std::string streamed;
-  for (int32_t id : ids) {
-    check(id >= 0 && id < tok.n_vocab(), "id out of range");
-    bytes += tok.token_to_bytes(id);
-    streamed += stream.push(id);
-  }
-  streamed += stream.flush();
-  check(streamed == ts::unicode::sanitize(bytes), "streamed text differs from the sanitized decode");
-  tok.decode(ids, true);
+  fuzz::check_encode_and_stream(kTarget, tok, text);
 
   if (text.find("\xE2\x96\x81") == std::string::npos) {
-    check(tok.decode(tok.encode(text, false, false)) == text, "decode(encode(text)) != text");
+    fuzz::check(tok.decode(tok.encode(text, false, false)) == text, kTarget, "decode(encode(text)) != text");
   }
   return 0;
 }

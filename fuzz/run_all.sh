@@ -5,9 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DTS_FUZZ=ON -DTS_TESTS=OFF >/dev/null
-cmake --build build-fuzz -j "$(nproc)" >/dev/null
+# The build's output is kept quiet unless it fails: then its errors are what CI must show.
+build_log=$(mktemp)
+if ! { cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+         -DTS_FUZZ=ON -DTS_TESTS=OFF && cmake --build build-fuzz -j "$(nproc)"; } >"$build_log" 2>&1; then
+  echo "fuzz build failed:"; grep -E -A8 'error:|FAILED' "$build_log" | head -n 80 || tail -n 40 "$build_log"
+  rm -f "$build_log"; exit 1
+fi
+rm -f "$build_log"
 export TS_FUZZ_MODEL=${TS_FUZZ_MODEL:-$PWD/../shared/models/stories260K.gguf}
 export TS_FUZZ_GPT2_MODEL=${TS_FUZZ_GPT2_MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -x fuzz/make_corpus.sh ] && bash fuzz/make_corpus.sh "$PWD/../shared" >/dev/null

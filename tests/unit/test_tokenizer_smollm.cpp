@@ -3,36 +3,15 @@
 // 0.23.3 via tools/hf_tokenizer_from_gguf.py on the same file.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
-#include "model/gguf.h"
 #include "model/tokenizer.h"
+#include "tokenizer_file_fixture.h"
 
 namespace ts {
 namespace {
 
 const std::string kModel = std::string(TS_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-class TokenizerSmolLM : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kModel)) return;
-    gguf_ = GgufFile::open(kModel);
-    tok_ = Tokenizer::from_gguf(*gguf_);
-  }
-  static void TearDownTestSuite() {
-    tok_.reset();
-    gguf_.reset();
-  }
-  void SetUp() override {
-    if (!tok_) GTEST_SKIP() << kModel << " not found";
-  }
-  static const Tokenizer& tok() { return *tok_; }
-
- private:
-  static inline std::unique_ptr<GgufFile> gguf_;
-  static inline std::unique_ptr<Tokenizer> tok_;
-};
+using TokenizerSmolLM = TokenizerFileTest<kModel>;
 
 using Ids = std::vector<int32_t>;
 

@@ -13,8 +13,7 @@ namespace ts {
 
 ButlerTrainer::ButlerTrainer(const Model& model, ThreadPool& pool, const ButlerConfig& config,
                              ButlerTrainOptions options, std::vector<std::vector<int32_t>> chunks)
-    : model_(model),
-      options_(options),
+    : options_(options),
       chunks_(std::move(chunks)),
       llm_(model, pool, chunks_.empty() ? 1 : chunks_.front().size()),
       weights_(ButlerWeights::init(config, options.seed)),

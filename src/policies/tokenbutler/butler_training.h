@@ -50,7 +50,6 @@ class ButlerTrainer {
  private:
   const std::vector<int32_t>& chunk_of(size_t step) const;
 
-  const Model& model_;
   ButlerTrainOptions options_;
   std::vector<std::vector<int32_t>> chunks_;
   Transformer llm_;
