@@ -31,7 +31,10 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
       format_(format),
       all_positions_(n_ctx),
       partial_(n_layers, 0),
-      held_(n_layers) {
+      held_(n_layers),
+      compact_k_(n_layers),
+      compact_v_(n_layers),
+      compact_valid_(n_layers, 0) {
   std::iota(all_positions_.begin(), all_positions_.end(), 0u);
   if (!format.quantized()) {
     TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
@@ -323,6 +326,7 @@ void KvCache::set_size(size_t n) {
     if (!partial_[l]) continue;
     std::vector<uint32_t>& h = held_[l];
     h.erase(std::lower_bound(h.begin(), h.end(), n), h.end());
+    compact_valid_[l] = std::min(compact_valid_[l], h.size());
     if (h.size() == n) {  // ascending, unique and below n: every position is back
       partial_[l] = 0;
       h.clear();
@@ -339,12 +343,14 @@ std::span<const uint32_t> KvCache::held(size_t layer, size_t pos) const {
 void KvCache::list_held(size_t layer, size_t up_to) {
   partial_[layer] = 1;
   held_[layer].assign(all_positions_.begin(), all_positions_.begin() + static_cast<std::ptrdiff_t>(up_to));
+  compact_valid_[layer] = 0;
 }
 
 void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored) {
   if (!partial_[layer]) list_held(layer, pos0);
   std::vector<uint32_t>& h = held_[layer];
   h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
+  compact_valid_[layer] = std::min(compact_valid_[layer], h.size());
   h.insert(h.end(), stored.begin(), stored.end());
 }
 
@@ -352,6 +358,7 @@ void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   if (!partial_[layer]) return;
   std::vector<uint32_t>& h = held_[layer];
   h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
+  compact_valid_[layer] = std::min(compact_valid_[layer], h.size());
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
 }
 
@@ -364,7 +371,27 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
   std::vector<uint32_t>& h = held_[layer];
   kept.reserve(h.size());
   std::set_difference(h.begin(), h.end(), gone.begin(), gone.end(), std::back_inserter(kept));
+  // The compact rows before the first evicted one stay where they are.
+  const size_t unmoved =
+      static_cast<size_t>(std::mismatch(kept.begin(), kept.end(), h.begin()).first - kept.begin());
+  compact_valid_[layer] = std::min(compact_valid_[layer], unmoved);
   h.swap(kept);
+}
+
+KvCache::CompactRows KvCache::compact_rows(size_t layer) {
+  TS_CHECK(!quantized() && partial_[layer], "KV cache: compact rows are for F16 layers with holes");
+  const std::vector<uint32_t>& h = held_[layer];
+  std::vector<uint16_t>&ck = compact_k_[layer], &cv = compact_v_[layer];
+  if (ck.size() < h.size() * kv_dim_) {  // geometric growth: decode appends one row per step
+    ck.resize(std::max(h.size(), 2 * ck.size() / kv_dim_) * kv_dim_);
+    cv.resize(ck.size());
+  }
+  for (size_t j = compact_valid_[layer]; j < h.size(); ++j) {
+    std::copy_n(key(layer, h[j]), kv_dim_, &ck[j * kv_dim_]);
+    std::copy_n(value(layer, h[j]), kv_dim_, &cv[j * kv_dim_]);
+  }
+  compact_valid_[layer] = h.size();
+  return {ck.data(), cv.data(), h.size()};
 }
 
 }  // namespace ts

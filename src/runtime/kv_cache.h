@@ -144,6 +144,18 @@ class KvCache {
   void hold_all(size_t layer, size_t pos0, size_t n_tok);
   void evict(size_t layer, std::span<const uint32_t> positions);
 
+  // F16 format, a layer with holes: its held rows side by side in held order (row j = the j-th
+  // held position, all KV heads), so that attention streams them like a dense cache instead of
+  // gathering scattered rows. A copy kept beside the position-addressed rows (policies and
+  // attend_listed address rows by position); brought up to date by this call, which copies only
+  // the rows held since the last call or moved by an eviction.
+  struct CompactRows {
+    const uint16_t* keys;
+    const uint16_t* values;
+    size_t n;  // rows, = held(layer, size() - 1).size()
+  };
+  CompactRows compact_rows(size_t layer);
+
   // Quantized formats, for attention: where the K or V row of a held position is.
   KvRowRef key_row(size_t layer, size_t pos) const { return row_ref(layer, pos, ring_k_, pinned_k_, true); }
   KvRowRef value_row(size_t layer, size_t pos) const {
@@ -194,6 +206,9 @@ class KvCache {
   std::vector<uint32_t> all_positions_;      // 0, 1, ..., n_ctx - 1: held() of layers without holes
   std::vector<uint8_t> partial_;             // per layer: has holes, positions listed in held_
   std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending
+  // F16, per partial layer: rows of held_ in order; the first compact_valid_ of them are current.
+  std::vector<std::vector<uint16_t>> compact_k_, compact_v_;
+  std::vector<size_t> compact_valid_;
 
   // Quantized formats.
   size_t row_bytes_ = 0, n_groups_ = 0, n_blocks_ = 0, window_ = 0;

@@ -296,17 +296,25 @@ void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool r
   }
 }
 
-// Flash-style attention of rows_.attn over every key the layer holds up to each token's position:
-// contiguous rows, or on a layer with holes (evictions, dropped K/V) the held positions' rows.
+// Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
+// The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
+// cache's rows 0..pos, or on an F16 layer with holes (evictions, dropped K/V) its compact copy
+// of the held rows (the j-th key is compact row j). Quantized caches read the held positions.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
-  const bool holes = !cache_.holds_all(layer);
   // The keys of row i: positions 0..pos (no holes) or the held ones.
   const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
+  const uint16_t *key_rows = nullptr, *value_rows = nullptr;
+  if (!cache_.quantized()) {
+    const bool holes = !cache_.holds_all(layer);
+    const KvCache::CompactRows held = holes ? cache_.compact_rows(layer) : KvCache::CompactRows{};
+    key_rows = holes ? held.keys : cache_.key(layer, 0);
+    value_rows = holes ? held.values : cache_.value(layer, 0);
+  }
 
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them. Decode has few (row, KV head) pairs, so
@@ -341,12 +349,9 @@ void Transformer::attend(size_t layer, size_t pos0) {
           float* acc = &part_acc_[task * group * hd];
           if (cache_.quantized()) {
             attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
-          } else if (holes) {
-            k.attn_gather(q, group, cache_.key(layer, 0) + kvh * hd, cache_.value(layer, 0) + kvh * hd, kv,
-                          &keys[start], len, hd, scale, m, l, acc);
           } else {
-            k.attn_chunk(q, group, cache_.key(layer, start) + kvh * hd, cache_.value(layer, start) + kvh * hd,
-                         kv, len, hd, scale, m, l, acc);
+            k.attn_chunk(q, group, key_rows + start * kv + kvh * hd, value_rows + start * kv + kvh * hd, kv,
+                         len, hd, scale, m, l, acc);
           }
         }
       },

@@ -1,7 +1,8 @@
 // ZipVL (paper 004): the ratio and the selection on attention matrices with known answers, the
 // probe estimate against brute force, and the policy on stories260K: everything kept equals dense
 // bit for bit, kept tokens attend over kept tokens only, and the ragged cache keeps the right
-// positions through decode and truncation.
+// positions through decode and truncation; attention over the compact copy of the held rows
+// equals attention gathering them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -220,6 +221,89 @@ class AttentionWatcher final : public Policy {
   std::vector<std::vector<uint32_t>> rows;
   std::vector<std::vector<std::vector<uint32_t>>> keys;  // [layer][row * heads + head]
 };
+
+// Compacted attention (attend(): the held rows copied side by side, read as one stream) gives
+// the same logits bit for bit as attention gathering the held positions' rows (attend_listed,
+// forced by a policy watching the attention), in the sparse prefill, after the eviction of the
+// dense-prefill ablation, and through decode.
+TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
+  const auto tokens = random_tokens(300, 4);
+  for (const char* spec : {"zipvl:tau=0.9,probes=64", "zipvl:tau=0.9,probes=64,prefill=dense"}) {
+    ThreadPool pool(2);
+    Transformer compact(stories(), pool, 320), gathered(stories(), pool, 320);
+    compact.set_policies(make_policy_stack(std::vector<std::string>{spec}, stories()));
+    std::vector<std::unique_ptr<Policy>> v;
+    v.push_back(builtin_policies().create(spec));
+    v.push_back(std::make_unique<AttentionWatcher>());
+    gathered.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+    const auto prompt = std::span(tokens).first(280);
+    EXPECT_EQ(copy(compact.forward(prompt, true)), copy(gathered.forward(prompt, true))) << spec;
+    for (size_t l = 0; l < 5; ++l) EXPECT_FALSE(compact.cache().holds_all(l)) << spec << " layer " << l;
+    for (size_t i = 280; i < tokens.size(); ++i) {
+      const auto step = std::span(tokens).subspan(i, 1);
+      ASSERT_EQ(copy(compact.forward(step, false)), copy(gathered.forward(step, false)))
+          << spec << " at " << i;
+    }
+  }
+}
+
+// The compact rows of a layer with holes are its held positions' rows in order (all KV heads)
+// after every change of the held set: a batch holding some of its rows, evictions before and
+// inside the rows already copied, decode appends, and a truncation whose positions are written
+// again with other values (no stale rows).
+TEST(KvCompactRows, AreTheHeldRowsInOrderAfterEveryChange) {
+  constexpr size_t kLayers = 2, kCtx = 64, kDim = 12;
+  KvCache cache(kLayers, kCtx, kDim, 4);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  const auto write = [&](size_t pos0, size_t n, std::span<const uint32_t> stored) {
+    std::vector<float> k(kDim), v(kDim);
+    cache.begin_batch(pos0, n);
+    for (size_t l = 0; l < kLayers; ++l) {
+      for (uint32_t p : stored) {
+        for (size_t c = 0; c < kDim; ++c) k[c] = u(rng), v[c] = u(rng);
+        cache.store(l, p, k.data(), v.data(), KvStorage::Default);
+      }
+      cache.commit(l, pos0, n);
+      cache.hold_only(l, pos0, stored);
+    }
+    cache.set_size(pos0 + n);
+  };
+  const auto expect_compact = [&](const char* when) {
+    for (size_t l = 0; l < kLayers; ++l) {
+      const auto held = cache.held(l, cache.size() - 1);
+      const KvCache::CompactRows rows = cache.compact_rows(l);
+      ASSERT_EQ(rows.n, held.size()) << when;
+      for (size_t j = 0; j < held.size(); ++j)
+        for (size_t c = 0; c < kDim; ++c) {
+          ASSERT_EQ(rows.keys[j * kDim + c], cache.key(l, held[j])[c])
+              << when << " layer " << l << " row " << j;
+          ASSERT_EQ(rows.values[j * kDim + c], cache.value(l, held[j])[c]) << when << " layer " << l;
+        }
+    }
+  };
+  std::vector<uint32_t> some;
+  for (uint32_t p = 0; p < 40; ++p)
+    if (p % 3 != 1) some.push_back(p);
+  write(0, 40, some);
+  expect_compact("prompt with holes");
+  const std::vector<uint32_t> early{0, 5}, late{36, 38};
+  cache.evict(0, late);
+  cache.evict(1, early);
+  expect_compact("evicted");
+  for (uint32_t p = 40; p < 45; ++p) {
+    const uint32_t one[] = {p};
+    write(p, 1, one);
+    expect_compact("decode");
+  }
+  cache.set_size(30);
+  expect_compact("truncated");
+  std::vector<uint32_t> again;
+  for (uint32_t p = 30; p < 50; p += 2) again.push_back(p);
+  write(30, 20, again);
+  expect_compact("written again");
+  EXPECT_EQ(cache.held(0, 49).back(), 48u);
+}
 
 // Sparse prefill: at each layer exactly the kept tokens attend, each over the kept tokens up to
 // its position (every head); decode tokens attend over the kept prompt tokens and the new ones.
