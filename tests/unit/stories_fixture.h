@@ -5,11 +5,12 @@
 #include <vector>
 
 #include "model/model.h"
+#include "test_paths.h"
 
 namespace ts {
 
 inline const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 

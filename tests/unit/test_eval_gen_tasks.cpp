@@ -11,11 +11,12 @@
 #include "core/error.h"
 #include "eval/coref_task.h"
 #include "eval/gen_tasks.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
-const std::string kFixtures = TS_SOURCE_DIR "/tests/fixtures/eval";
+const std::string kFixtures = source_path("tests/fixtures/eval");
 
 size_t count_words(std::string_view s) {
   size_t n = 0;

@@ -9,13 +9,14 @@
 #include "eval/generation.h"
 #include "eval/long_eval.h"
 #include "model/model.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 class EvalGeneration : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = Model::load(TS_SHARED_DIR "/models/stories260K.gguf").release(); }
+  static void SetUpTestSuite() { model_ = Model::load(shared_path("models/stories260K.gguf")).release(); }
   static void TearDownTestSuite() { delete model_; }
   static const Tokenizer& tok() { return model_->tokenizer(); }
 

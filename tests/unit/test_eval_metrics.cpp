@@ -9,6 +9,7 @@
 #include "eval/mc_metrics.h"
 #include "eval/ppl_datasets.h"
 #include "eval/subset.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
@@ -69,10 +70,10 @@ TEST(EvalSubset, FirstNOrSeededSample) {
 }
 
 TEST(EvalPplCorpus, C4JoinsDocumentsWithSpacesAndCapsWindows) {
-  const PplCorpus c4 = load_ppl_corpus("c4", TS_SOURCE_DIR "/tests/fixtures/eval");
+  const PplCorpus c4 = load_ppl_corpus("c4", source_path("tests/fixtures/eval"));
   EXPECT_EQ(c4.text, "First document.\nIt has two lines. Second document. Third.");
   EXPECT_EQ(c4.max_windows, kC4Windows);
-  const PplCorpus wiki = load_ppl_corpus("wikitext2", TS_SOURCE_DIR "/tests/fixtures/eval");
+  const PplCorpus wiki = load_ppl_corpus("wikitext2", source_path("tests/fixtures/eval"));
   EXPECT_EQ(wiki.text, " \n = Test Article = \n \n Once upon a time there was a test .\n");
   EXPECT_EQ(wiki.max_windows, 0u);
   EXPECT_THROW(load_ppl_corpus("ptb", "."), Error);

@@ -6,6 +6,7 @@
 
 #include "eval/data_file.h"
 #include "eval/rouge.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
@@ -16,7 +17,7 @@ TEST(EvalRouge, TokensLowercaseAndSplitOnNonAlphanumerics) {
 }
 
 TEST(EvalRouge, MatchesRougeScorePackage) {
-  const auto cases = nlohmann::json::parse(read_text_file(TS_SOURCE_DIR "/tests/fixtures/eval/rouge_l.json"));
+  const auto cases = nlohmann::json::parse(read_text_file(source_path("tests/fixtures/eval/rouge_l.json")));
   ASSERT_GE(cases.size(), 8u);
   for (const auto& c : cases) {
     const RougeScore s = rouge_l(c["reference"].get<std::string>(), c["prediction"].get<std::string>());

@@ -10,13 +10,14 @@
 #include "eval/perplexity.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 class EvalScoring : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = Model::load(TS_SHARED_DIR "/models/stories260K.gguf").release(); }
+  static void SetUpTestSuite() { model_ = Model::load(shared_path("models/stories260K.gguf")).release(); }
   static void TearDownTestSuite() { delete model_; }
 
   // Sum of log p(tokens[i] | tokens[..i]) for i >= first, from one forward pass of a new cache

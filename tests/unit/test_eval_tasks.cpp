@@ -9,11 +9,12 @@
 #include "core/error.h"
 #include "eval/mc_tasks.h"
 #include "eval/python_text.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
-const std::string kFixtures = TS_SOURCE_DIR "/tests/fixtures/eval";
+const std::string kFixtures = source_path("tests/fixtures/eval");
 
 struct Expected {
   std::string context, continuation;

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "gguf_writer.h"
 #include "model/gguf.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -385,7 +386,7 @@ TEST(Gguf, SurvivesRandomCorruption) {
 }
 
 TEST(Gguf, LoadsStories260K) {
-  const auto f = GgufFile::open(TS_SHARED_DIR "/models/stories260K.gguf");
+  const auto f = GgufFile::open(ts::shared_path("models/stories260K.gguf"));
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
   EXPECT_EQ(f->metadata().size(), 19u);

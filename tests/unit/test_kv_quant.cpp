@@ -15,6 +15,7 @@
 #include "runtime/kv_attention.h"
 #include "runtime/kv_cache.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
@@ -232,7 +233,7 @@ TEST(KvQuantCache, TruncateInsideKiviBlockKeepsKeys) {
 }
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 

@@ -11,12 +11,13 @@
 #include "policies/kvquant/outlier_profile.h"
 #include "policies/kvquant/sink_preservation.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 
@@ -82,7 +83,7 @@ TEST(KvSinks, KvSinkKeepsTopKAfterTheEmergenceLayer) {
 }
 
 TEST(KvSinks, SmolLM2OutlierChannelAndSinkAtZero) {
-  const std::string path = TS_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no SmolLM2 at " << path;
   const auto model = Model::load(path);
   ThreadPool pool(2);

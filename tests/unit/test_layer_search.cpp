@@ -12,12 +12,13 @@
 #include "eval/layer_search.h"
 #include "eval/perplexity.h"
 #include "policies/builtin_policies.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 

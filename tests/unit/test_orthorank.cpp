@@ -8,12 +8,13 @@
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/orthorank/context_rank.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 

@@ -15,13 +15,14 @@
 #include "core/error.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_types.h"
+#include "test_paths.h"
 
 namespace {
 
 using ts::QuantType;
 
 std::vector<uint8_t> read_fixture(const std::string& name) {
-  std::ifstream f(std::string(TS_SOURCE_DIR) + "/tests/fixtures/quant/" + name, std::ios::binary);
+  std::ifstream f(ts::source_path("tests/fixtures/quant/") + name, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 

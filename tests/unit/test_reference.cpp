@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
@@ -36,8 +37,8 @@ struct ReferenceCase {
 void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.fixture; }
 
 std::string model_file(const std::string& name) {
-  for (const fs::path& dir : {fs::path(TS_SOURCE_DIR) / "models", fs::path(TS_SHARED_DIR) / "models",
-                              fs::path(TS_SOURCE_DIR) / "tests/fixtures/models"})
+  for (const fs::path& dir : {fs::path(source_path("models")), fs::path(shared_path("models")),
+                              fs::path(source_path("tests/fixtures/models"))})
     if (fs::exists(dir / name)) return (dir / name).string();
   return "";
 }
@@ -46,7 +47,7 @@ class ReferenceTest : public ::testing::TestWithParam<ReferenceCase> {
  protected:
   void SetUp() override {
     if (GetParam().model_path.empty()) GTEST_SKIP() << "model file not present";
-    std::ifstream in(fs::path(TS_SOURCE_DIR) / "tests/fixtures/reference" / GetParam().fixture);
+    std::ifstream in(fs::path(source_path("tests/fixtures/reference")) / GetParam().fixture);
     ASSERT_TRUE(in) << GetParam().fixture;
     ref_ = nlohmann::json::parse(in);
     model_ = Model::load(GetParam().model_path);

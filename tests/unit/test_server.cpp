@@ -12,6 +12,7 @@
 #include "server/logprobs.h"
 #include "server/request_parse.h"
 #include "server/stop_matcher.h"
+#include "test_paths.h"
 
 namespace ts::server {
 namespace {
@@ -55,7 +56,7 @@ TEST(ServerLogprobs, MatchesLogSoftmaxAndRanksAlternatives) {
 
 class ServerModel : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = Model::load(TS_SHARED_DIR "/models/stories260K.gguf").release(); }
+  static void SetUpTestSuite() { model_ = Model::load(shared_path("models/stories260K.gguf")).release(); }
   static void TearDownTestSuite() { delete model_; }
   static const Tokenizer& tok() { return model_->tokenizer(); }
 

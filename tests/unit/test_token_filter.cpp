@@ -16,12 +16,13 @@
 #include "policies/token_filter/skip_controller.h"
 #include "policies/token_filter/token_filter.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 

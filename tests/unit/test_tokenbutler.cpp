@@ -20,12 +20,13 @@
 #include "policies/tokenbutler/butler_training.h"
 #include "runtime/policy_stack.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
 const Model& stories() {
-  static const auto model = Model::load(TS_SHARED_DIR "/models/stories260K.gguf");
+  static const auto model = Model::load(shared_path("models/stories260K.gguf"));
   return *model;
 }
 
@@ -385,17 +386,17 @@ TEST(TokenButler, SharedSelectionServesTheWholeGroup) {
 // file is git-ignored: skipped where it is absent).
 TEST(TokenButler, CommittedPredictorReproducesItsRecordedRecall) {
   namespace fs = std::filesystem;
-  const fs::path model_path = fs::path(TS_SOURCE_DIR) / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  const fs::path predictor = fs::path(TS_SOURCE_DIR) / "predictors/smollm2-135m-instruct.butler.safetensors";
+  const fs::path model_path = fs::path(source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+  const fs::path predictor = fs::path(source_path("predictors/smollm2-135m-instruct.butler.safetensors"));
   if (!fs::exists(model_path)) GTEST_SKIP() << "SmolLM2 model file not present";
-  std::ifstream in(fs::path(TS_SOURCE_DIR) / "predictors/smollm2-135m-instruct.butler.json");
+  std::ifstream in(fs::path(source_path("predictors/smollm2-135m-instruct.butler.json")));
   ASSERT_TRUE(in.good());
   const nlohmann::json record = nlohmann::json::parse(in)["recall_check"];
   const auto model = Model::load(model_path.string());
   const ButlerFile file = load_butler(predictor.string());
   const size_t ctx = record["ctx"].get<size_t>();
   const std::vector<int32_t> tokens =
-      model->tokenizer().encode(load_ppl_corpus("wikitext2", TS_SHARED_DIR "/data").text, false, false);
+      model->tokenizer().encode(load_ppl_corpus("wikitext2", shared_path("data")).text, false, false);
   ThreadPool pool(2);
   RecallMeter meter(*model, pool, file.weights, ctx);
   meter.add(std::span(tokens).first(ctx));

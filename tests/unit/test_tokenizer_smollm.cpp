@@ -4,12 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "model/tokenizer.h"
+#include "test_paths.h"
 #include "tokenizer_file_fixture.h"
 
 namespace ts {
 namespace {
 
-const std::string kModel = std::string(TS_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kModel = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
 
 using TokenizerSmolLM = TokenizerFileTest<kModel>;
 

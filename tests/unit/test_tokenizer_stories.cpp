@@ -7,12 +7,13 @@
 
 #include "core/error.h"
 #include "model/tokenizer.h"
+#include "test_paths.h"
 #include "tokenizer_file_fixture.h"
 
 namespace ts {
 namespace {
 
-const std::string kModel = std::string(TS_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kModel = shared_path("models/stories260K.gguf");
 
 using TokenizerStories = TokenizerFileTest<kModel>;
 
@@ -84,7 +85,7 @@ TEST_F(TokenizerStories, RoundTrips) {
 }
 
 TEST_F(TokenizerStories, RoundTripsWikiText) {
-  const std::string path = std::string(TS_SHARED_DIR) + "/data/wikitext2/wiki.test.raw";
+  const std::string path = shared_path("data/wikitext2/wiki.test.raw");
   std::ifstream f(path, std::ios::binary);
   if (!f) GTEST_SKIP() << path << " not found";
   std::stringstream ss;

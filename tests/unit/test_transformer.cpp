@@ -8,11 +8,12 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "runtime/transformer.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
 
-std::unique_ptr<Model> stories() { return Model::load(TS_SHARED_DIR "/models/stories260K.gguf"); }
+std::unique_ptr<Model> stories() { return Model::load(shared_path("models/stories260K.gguf")); }
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
