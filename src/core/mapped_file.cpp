@@ -37,4 +37,28 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void release_pages(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // Advisory: if the kernel refuses, the pages merely stay resident.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+LargePageBuffer::LargePageBuffer(size_t bytes) {
+  if (bytes == 0) return;
+  // Huge pages need 2 MiB-aligned addresses: map one huge page more and start at the first boundary.
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  size_ = bytes + kHuge;
+  void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TS_CHECK(p != MAP_FAILED, "out of memory allocating ", bytes, " bytes: ", std::strerror(errno));
+  base_ = static_cast<uint8_t*>(p);
+  data_ = base_ + ((kHuge - reinterpret_cast<uintptr_t>(p) % kHuge) % kHuge);
+  ::madvise(data_, bytes, MADV_HUGEPAGE);  // advisory, like release_pages
+}
+
+LargePageBuffer::~LargePageBuffer() {
+  if (base_) ::munmap(base_, size_);
+}
+
 }  // namespace ts

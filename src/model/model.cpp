@@ -73,10 +73,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     L.w_down = matrix(g, p + "ffn_down.weight", c.n_ff, d);
     m->layers_.push_back(std::move(L));
   }
-  // The matrices of matrix products get a packed copy; the embedding table is read row by row.
-  m->pack(m->output_);
-  for (LayerWeights& L : m->layers_)
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) m->pack(*w);
+  m->pack_matrices();
 
   const size_t half = c.rot_dim / 2;
   m->rope_inv_freq_.resize(half);
@@ -91,15 +88,26 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   return m;
 }
 
-void Model::pack(WeightView& w) {
-  const QuantType type = w.traits->type;
-  if (!packable(type)) return;
-  const size_t bytes = (packed_bytes(type, w.rows, w.cols) + 63) / 64 * 64;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
-  TS_CHECK(p, "out of memory packing a ", w.rows, "x", w.cols, " weight matrix");
-  packed_.emplace_back(p);
-  pack_rows(type, w.data, w.rows, w.cols, p);
-  w.packed = p;
+// The matrices of matrix products get a packed copy; the embedding table is read row by row (when
+// tied, the rows it reads fault back in from the file after their pages were released).
+void Model::pack_matrices() {
+  std::vector<WeightView*> matrices{&output_};
+  for (LayerWeights& L : layers_)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(w);
+  std::erase_if(matrices, [](const WeightView* w) { return !packable(w->traits->type); });
+  const auto aligned_bytes = [](const WeightView& w) {
+    return (packed_bytes(w.traits->type, w.rows, w.cols) + 63) / 64 * 64;
+  };
+  size_t total = 0;
+  for (const WeightView* w : matrices) total += aligned_bytes(*w);
+  packed_ = LargePageBuffer(total);
+  uint8_t* p = packed_.data();
+  for (WeightView* w : matrices) {
+    pack_rows(w->traits->type, w->data, w->rows, w->cols, p);
+    release_pages(w->data, w->rows * w->row_stride());
+    w->packed = p;
+    p += aligned_bytes(*w);
+  }
 }
 
 size_t Model::weight_bytes() const {

@@ -45,12 +45,10 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_inv_freq_;
-  // Packed copies of the matrices the fast products read (kernels/packed_rows.h), 64-byte aligned.
-  struct FreeAligned {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<uint8_t, FreeAligned>> packed_;
-  void pack(WeightView& w);
+  // Packed copies of the matrices the fast products read (kernels/packed_rows.h), 64-byte aligned
+  // in one buffer; the mapped pages they were copied from are released.
+  LargePageBuffer packed_;
+  void pack_matrices();
 };
 
 }  // namespace ts
