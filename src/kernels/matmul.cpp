@@ -63,27 +63,47 @@ void matmul_quantized(std::initializer_list<MatmulJob> jobs, const float* x, siz
   });
 }
 
+// Cache blocking of the float-accumulating products: each thread takes tiles of kRowTile rows,
+// and each tile (in L1) meets the tokens kTokenTile at a time (in L2): fn(r0, n_rows, t0, n_tok)
+// for every token tile of every row tile, a row tile's token tiles in order on one thread.
+template <class Fn>
+void for_each_tile(const WeightView& w, size_t n_tok, ThreadPool& pool, Fn&& fn) {
+  pool.parallel_for((w.rows + kRowTile - 1) / kRowTile, [&](size_t begin, size_t end, int) {
+    for (size_t tile = begin; tile < end; ++tile) {
+      const size_t r0 = tile * kRowTile, nr = std::min(kRowTile, w.rows - r0);
+      for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) fn(r0, nr, t0, std::min(kTokenTile, n_tok - t0));
+    }
+  });
+}
+
 void matmul_float(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
   const SimdOps& k = ops();
   const bool is_f32 = w.traits->type == QuantType::F32;
-  const size_t n_tiles = (w.rows + kRowTile - 1) / kRowTile;
-  pool.parallel_for(n_tiles, [&](size_t begin, size_t end, int) {
-    thread_local std::vector<float> buf;
-    if (!is_f32) buf.resize(kRowTile * w.cols);
-    for (size_t tile = begin; tile < end; ++tile) {
-      const size_t r0 = tile * kRowTile, nr = std::min(kRowTile, w.rows - r0);
-      const float* wf;
-      if (is_f32) {
-        wf = reinterpret_cast<const float*>(w.data + r0 * w.row_stride());
-      } else {
+  for_each_tile(w, n_tok, pool, [&](size_t r0, size_t nr, size_t t0, size_t nt) {
+    thread_local std::vector<float> buf;  // the tile's rows converted to float, once per tile
+    const float* wf = reinterpret_cast<const float*>(w.data + r0 * w.row_stride());
+    if (!is_f32) {
+      if (t0 == 0) {
+        buf.resize(kRowTile * w.cols);
         w.traits->to_float(w.data + r0 * w.row_stride(), buf.data(), nr * w.cols);
-        wf = buf.data();
       }
-      for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
-        const size_t nt = std::min(kTokenTile, n_tok - t0);
-        k.gemm_f32(wf, nr, x + t0 * w.cols, w.cols, nt, w.cols, y + t0 * w.rows + r0, w.rows);
-      }
+      wf = buf.data();
     }
+    k.gemm_f32(wf, nr, x + t0 * w.cols, w.cols, nt, w.cols, y + t0 * w.rows + r0, w.rows);
+  });
+}
+
+// BF16 weights are multiplied as stored, by activations rounded to BF16 once per call.
+void matmul_bf16(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
+  const SimdOps& k = ops();
+  thread_local std::vector<uint16_t> x_storage;  // per calling thread, as in matmul_quantized
+  std::vector<uint16_t>& xb = x_storage;
+  xb.resize(n_tok * w.cols);
+  k.f32_to_bf16(x, xb.data(), n_tok * w.cols);
+  const auto* wb = reinterpret_cast<const uint16_t*>(w.data);
+  for_each_tile(w, n_tok, pool, [&](size_t r0, size_t nr, size_t t0, size_t nt) {
+    k.gemm_bf16(wb + r0 * w.cols, nr, xb.data() + t0 * w.cols, w.cols, nt, w.cols, y + t0 * w.rows + r0,
+                w.rows);
   });
 }
 
@@ -106,7 +126,13 @@ void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n
   if (all_q8 && cols % kQ8Block == 0) {
     matmul_quantized(jobs, x, n_tok, pool);
   } else {
-    for (const MatmulJob& j : jobs) matmul_float(*j.w, x, n_tok, j.y, pool);
+    for (const MatmulJob& j : jobs) {
+      if (precision == MatmulPrecision::Fast && j.w->traits->type == QuantType::BF16) {
+        matmul_bf16(*j.w, x, n_tok, j.y, pool);
+      } else {
+        matmul_float(*j.w, x, n_tok, j.y, pool);
+      }
+    }
   }
 }
 

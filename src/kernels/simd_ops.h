@@ -1,6 +1,7 @@
 #pragma once
 // The hot inner loops, one table per instruction set: a scalar reference and AVX2/AVX-512
 // versions that tests compare against it. Callers use ops(), chosen once at run time.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -17,6 +18,12 @@ struct SimdOps {
   // The register-blocked core of every matrix product (weights already converted to float).
   void (*gemm_f32)(const float* w, size_t n_rows, const float* x, size_t x_stride, size_t n_tok, size_t cols,
                    float* y, size_t y_stride);
+  // The same product for BF16 weight rows and activations already rounded to BF16 (f32_to_bf16):
+  // every product of two BF16 values is exact in float, and the sums are float (vdpbf16ps on AVX-512).
+  void (*gemm_bf16)(const uint16_t* w, size_t n_rows, const uint16_t* x, size_t x_stride, size_t n_tok,
+                    size_t cols, float* y, size_t y_stride);
+  // Round-to-nearest-even float to BF16 (the activations of gemm_bf16).
+  void (*f32_to_bf16)(const float* x, uint16_t* y, size_t n);
   float (*dot_f32)(const float* a, const float* b, size_t n);
   // Attention over an F16 KV cache: q·k and y += a·v with k, v in IEEE half precision.
   float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
@@ -73,6 +80,13 @@ struct SimdOps {
 // Block types with an integer dot product against 8-bit activations: Q4_0/Q4_1/Q8_0 and the code
 // form of kernels/quant_codes.h.
 bool has_q8_dot(QuantType type);
+
+// Round to nearest even, as f32_to_bf16 (and vcvtneps2bf16); NaN stays a quiet NaN.
+inline uint16_t float_to_bf16(float f) {
+  const auto u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
 
 const SimdOps& scalar_ops();
 const SimdOps& avx2_ops();

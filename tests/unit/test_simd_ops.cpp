@@ -1,7 +1,9 @@
 // Every SIMD table against the scalar reference, on random data with odd sizes and tails.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -24,6 +26,23 @@ std::vector<uint16_t> random_halves(size_t n, uint32_t seed) {
   const std::vector<float> f = random_floats(n, seed);
   for (size_t i = 0; i < n; ++i) h[i] = float_to_fp16(f[i]);
   return h;
+}
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
+  const std::vector<float> f = random_floats(n, seed);
+  std::vector<uint16_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = float_to_bf16(f[i]);
+  return h;
+}
+
+TEST(Bf16, ScalarRoundingIsNearestEvenAndKeepsNaN) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie, even stays
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F818000u)), 0x3F82);  // tie, odd rounds up
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3F808001u)), 0x3F81);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::bit_cast<float>(0x7F800001u)))));  // not inf
+  EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
 }
 
 class SimdOpsTest : public ::testing::TestWithParam<SimdLevel> {
@@ -57,6 +76,32 @@ TEST_P(SimdOpsTest, GemmMatchesScalarOnOddShapes) {
         ref().gemm_f32(w.data(), rows, x.data(), cols + 3, toks, cols, y2.data(), ys);
         for (size_t i = 0; i < y1.size(); ++i)
           ASSERT_NEAR(y1[i], y2[i], tolerance(cols)) << rows << "x" << toks;
+      }
+    }
+  }
+}
+
+TEST_P(SimdOpsTest, Bf16GemmAndRoundingMatchScalarOnOddShapes) {
+  for (size_t n : {1u, 7u, 8u, 17u, 33u, 100u}) {
+    std::vector<float> x = random_floats(n, 11);
+    x[0] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<uint16_t> h1(n), h2(n);
+    simd().f32_to_bf16(x.data(), h1.data(), n);
+    ref().f32_to_bf16(x.data(), h2.data(), n);
+    EXPECT_TRUE(std::isnan(bf16_to_float(h1[0])));
+    EXPECT_EQ(std::vector<uint16_t>(h1.begin() + 1, h1.end()),
+              std::vector<uint16_t>(h2.begin() + 1, h2.end()));
+  }
+  for (size_t rows : {1u, 3u, 4u, 9u}) {
+    for (size_t toks : {1u, 2u, 3u, 5u, 8u}) {
+      for (size_t cols : {5u, 31u, 32u, 33u, 64u, 97u}) {
+        const auto w = random_bf16(rows * cols, 12), x = random_bf16(toks * (cols + 3), 13);
+        const size_t ys = rows + 2;
+        std::vector<float> y1(toks * ys, 0.f), y2(toks * ys, 0.f);
+        simd().gemm_bf16(w.data(), rows, x.data(), cols + 3, toks, cols, y1.data(), ys);
+        ref().gemm_bf16(w.data(), rows, x.data(), cols + 3, toks, cols, y2.data(), ys);
+        for (size_t i = 0; i < y1.size(); ++i)
+          ASSERT_NEAR(y1[i], y2[i], tolerance(cols)) << rows << "x" << toks << "x" << cols;
       }
     }
   }

@@ -50,6 +50,31 @@ struct VecAvx2 {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
   }
+  // Round to nearest even as float_to_bf16: add 0x7FFF plus the kept LSB, keep the high halves;
+  // NaNs keep their high half, made quiet.
+  static void store_bf16(uint16_t* p, Reg v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i h =
+        _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  static Reg load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  struct Bf16Products {
+    using Elem = uint16_t;
+    using XReg = Reg;
+    static constexpr size_t kStep = kWidth;
+    static XReg load_x(const uint16_t* p) { return load_bf16(p); }
+    static Reg madd(Reg acc, const uint16_t* w, XReg x) { return _mm256_fmadd_ps(load_bf16(w), x, acc); }
+    static float product(uint16_t w, uint16_t x) { return bf16_to_float(w) * bf16_to_float(x); }
+  };
   static float reduce(Reg v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -47,6 +47,20 @@ struct VecAvx512 {
   static Reg round(Reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static Reg pow2(Reg n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
   static float reduce(Reg v) { return _mm512_reduce_add_ps(v); }
+  static void store_bf16(uint16_t* p, Reg v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+  }
+  // vdpbf16ps: each float lane adds the products of one pair of BF16 weights and activations.
+  struct Bf16Products {
+    using Elem = uint16_t;
+    using XReg = __m512bh;
+    static constexpr size_t kStep = 32;
+    static XReg load_x(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+    static Reg madd(Reg acc, const uint16_t* w, XReg x) {
+      return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(_mm512_loadu_si512(w)), x);
+    }
+    static float product(uint16_t w, uint16_t x) { return bf16_to_float(w) * bf16_to_float(x); }
+  };
 };
 
 struct QuantKernels {

@@ -23,6 +23,21 @@ void gemm_f32(const float* w, size_t n_rows, const float* x, size_t x_stride, si
     for (size_t r = 0; r < n_rows; ++r) y[t * y_stride + r] = dot_f32(w + r * cols, x + t * x_stride, cols);
 }
 
+void gemm_bf16(const uint16_t* w, size_t n_rows, const uint16_t* x, size_t x_stride, size_t n_tok,
+               size_t cols, float* y, size_t y_stride) {
+  for (size_t t = 0; t < n_tok; ++t)
+    for (size_t r = 0; r < n_rows; ++r) {
+      float s = 0.0f;
+      for (size_t i = 0; i < cols; ++i)
+        s += bf16_to_float(w[r * cols + i]) * bf16_to_float(x[t * x_stride + i]);
+      y[t * y_stride + r] = s;
+    }
+}
+
+void f32_to_bf16(const float* x, uint16_t* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+}
+
 float dot_f16_f32(const uint16_t* k, const float* q, size_t n) {
   float s = 0.0f;
   for (size_t i = 0; i < n; ++i) s += fp16_to_float(k[i]) * q[i];
@@ -118,25 +133,11 @@ void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, 
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{"scalar",
-                             gemm_f32,
-                             dot_f32,
-                             dot_f16_f32,
-                             axpy_f16,
-                             dot_f16_rows,
-                             f32_to_f16,
-                             rms_norm,
-                             silu_mul,
-                             softmax,
-                             rope,
-                             attn_chunk,
-                             attn_gather,
-                             dot_codes,
-                             axpy_codes,
-                             scalar::quantize_q8,
-                             scalar::dot_q8,
-                             scalar::gemm_q8,
-                             scalar::gemm_packed};
+  static const SimdOps table{
+      "scalar",       gemm_f32,        gemm_bf16,          f32_to_bf16, dot_f32,    dot_f16_f32,
+      axpy_f16,       dot_f16_rows,    f32_to_f16,         rms_norm,    silu_mul,   softmax,
+      rope,           attn_chunk,      attn_gather,        dot_codes,   axpy_codes, scalar::quantize_q8,
+      scalar::dot_q8, scalar::gemm_q8, scalar::gemm_packed};
   return table;
 }
 
