@@ -23,7 +23,12 @@ std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
 }
 
 // One batched prefill and token-by-token decode take different attention paths (one key chunk
-// per query vs. long caches split across threads and merged); their logits must agree.
+// per query vs. long caches split across threads and merged); their logits must agree up to float
+// reordering. That reordering flips the F16 rounding of some cached K/V elements (about 3% of them
+// between the scalar and any SIMD table), and stories260K's logits move by up to 2e-2 at some
+// positions from that alone: scalar vs AVX2 and scalar vs AVX-512 over all 700 positions of this
+// prompt differ alike (median 3e-4, 99th percentile 1e-2). At the last position decode vs prefill
+// differ by 5e-5 with AVX-512 and 3.3e-3 with AVX2, both within that spread.
 TEST(Transformer, DecodeMatchesBatchedPrefillAcrossKeyChunks) {
   auto model = stories();
   const auto tokens = random_tokens(700, 1);  // > 2 key chunks of 256
@@ -38,7 +43,7 @@ TEST(Transformer, DecodeMatchesBatchedPrefillAcrossKeyChunks) {
     std::span<const float> got;
     for (size_t i = tokens.size() - 40; i < tokens.size(); ++i)
       got = stepwise.forward(std::span(&tokens[i], 1), false);
-    for (size_t v = 0; v < n_vocab; ++v) ASSERT_NEAR(got[v], want[v], 1e-3f) << "threads " << threads;
+    for (size_t v = 0; v < n_vocab; ++v) ASSERT_NEAR(got[v], want[v], 1e-2f) << "threads " << threads;
   }
 }
 
