@@ -12,6 +12,9 @@
 
 namespace ts {
 
+// Rows per block of dot_f16_blocks.
+inline constexpr size_t kF16Block = 16;
+
 struct SimdOps {
   const char* name;
   // y[t * y_stride + r] = sum_k w[r * cols + k] * x[t * x_stride + k]  for r < n_rows, t < n_tok.
@@ -28,9 +31,14 @@ struct SimdOps {
   // Attention over an F16 KV cache: q·k and y += a·v with k, v in IEEE half precision.
   float (*dot_f16_f32)(const uint16_t* k, const float* q, size_t n);
   void (*axpy_f16)(float a, const uint16_t* v, float* y, size_t n);
-  // out[j] = q · k[j * stride ..][0..n) for j < n_rows: one query against many F16 rows (the
-  // importance keys TokenButler ranks every position by).
-  void (*dot_f16_rows)(const uint16_t* k, size_t stride, size_t n_rows, const float* q, size_t n, float* out);
+  // One query against many F16 rows stored in blocks of kF16Block rows, each block dimension-major
+  // ([dim][kF16Block]) and block_stride elements after the previous one: the importance keys
+  // TokenButler ranks every position by. Scores of a block are then vertical multiply-adds of a
+  // broadcast query element, with no horizontal sum per row.
+  //   out[j] = sum_{x < n} q[x] * k[(j / kF16Block) * block_stride + x * kF16Block + j % kF16Block]
+  // for j < n_rows; k holds whole blocks (the last one is read in full, only n_rows are written).
+  void (*dot_f16_blocks)(const uint16_t* k, size_t block_stride, size_t n_rows, const float* q, size_t n,
+                         float* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
   // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
   // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).

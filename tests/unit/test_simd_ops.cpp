@@ -124,19 +124,24 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   }
 }
 
-TEST_P(SimdOpsTest, HalfPrecisionRowDotsMatchScalar) {
+TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
   for (size_t n : {1u, 15u, 16u, 17u, 48u, 61u}) {
-    for (size_t n_rows : {1u, 3u, 4u, 5u, 33u}) {
-      const size_t stride = n + 3;  // rows apart by more than their length, as importance keys of a group
-      auto k = random_halves(n_rows * stride, 8);
+    // Whole runs of blocks, single blocks and a partial last block.
+    for (size_t n_rows : {1u, 3u, 15u, 16u, 17u, 33u, 127u, 128u, 129u, 300u}) {
+      const size_t n_blocks = (n_rows + kF16Block - 1) / kF16Block;
+      const size_t block_stride = (n + 5) * kF16Block;  // blocks hold other heads' dimensions too
+      auto k = random_halves(n_blocks * block_stride, 8);
       auto q = random_floats(n, 9);
+      const uint16_t* first = k.data() + 2 * kF16Block;  // from the third dimension of each block
       std::vector<float> y1(n_rows + 1, -1.0f), y2(n_rows + 1, -1.0f);
-      simd().dot_f16_rows(k.data(), stride, n_rows, q.data(), n, y1.data());
-      ref().dot_f16_rows(k.data(), stride, n_rows, q.data(), n, y2.data());
+      simd().dot_f16_blocks(first, block_stride, n_rows, q.data(), n, y1.data());
+      ref().dot_f16_blocks(first, block_stride, n_rows, q.data(), n, y2.data());
       for (size_t j = 0; j < n_rows; ++j) {
         ASSERT_NEAR(y1[j], y2[j], tolerance(n)) << n << " " << n_rows << " " << j;
         double want = 0.0;  // in double from the half-precision values
-        for (size_t x = 0; x < n; ++x) want += double(fp16_to_float(k[j * stride + x])) * q[x];
+        for (size_t x = 0; x < n; ++x)
+          want += double(fp16_to_float(first[j / kF16Block * block_stride + x * kF16Block + j % kF16Block])) *
+                  q[x];
         ASSERT_NEAR(y2[j], want, tolerance(n));
       }
       EXPECT_EQ(y1[n_rows], -1.0f);  // nothing written past the last row

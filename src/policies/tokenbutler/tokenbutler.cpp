@@ -38,7 +38,8 @@ void TokenButlerKeys::truncate(size_t n_past) {
   const ButlerConfig& c = weights_.config;
   n_past = std::min(n_past, cache_.size(c));
   cache_.truncate(n_past, c);
-  for (std::vector<uint16_t>& k : keys_) k.resize(std::min(k.size(), n_past * group_ * c.imp_dim));
+  const size_t blocks = (n_past + kF16Block - 1) / kF16Block, block_stride = group_ * c.imp_dim * kF16Block;
+  for (std::vector<uint16_t>& k : keys_) k.resize(std::min(k.size(), blocks * block_stride));
 }
 
 void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
@@ -47,12 +48,18 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
   TS_CHECK(cache_.size(c) == in.pos0, "policy ", name(), ": positions before ", in.pos0, " were not seen");
   net_->forward(in.normed, in.n_tok, cache_, acts_, /*for_backward=*/false);
   batch_pos0_ = in.pos0;
-  const size_t gd = group_ * c.imp_dim, o = c.n_out();
+  const size_t gd = group_ * c.imp_dim, o = c.n_out(), block_stride = gd * kF16Block;
+  const size_t end = in.pos0 + in.n_tok, blocks = (end + kF16Block - 1) / kF16Block;
+  thread_local std::vector<uint16_t> row;
+  row.resize(gd);
   for (size_t s = 0; s < keys_.size(); ++s) {  // a group's slots are adjacent in k_imp's rows
     std::vector<uint16_t>& k = keys_[s];
-    k.resize((in.pos0 + in.n_tok) * gd);
-    for (size_t t = 0; t < in.n_tok; ++t)
-      ops().f32_to_f16(&acts_.k_imp[t * o + s * gd], &k[(in.pos0 + t) * gd], gd);
+    k.resize(blocks * block_stride);
+    for (size_t pos = in.pos0; pos < end; ++pos) {  // one column of its block
+      ops().f32_to_f16(&acts_.k_imp[(pos - in.pos0) * o + s * gd], row.data(), gd);
+      uint16_t* column = &k[pos / kF16Block * block_stride + pos % kF16Block];
+      for (size_t x = 0; x < gd; ++x) column[x * kF16Block] = row[x];
+    }
   }
 }
 
@@ -61,18 +68,17 @@ void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> c
   const ButlerConfig& c = weights_.config;
   // q.n_heads adjacent query heads (one, or the group): their importance queries and keys are
   // adjacent, so the sum of their scores is one dot product of width n_heads * d.
-  const size_t d = c.imp_dim, gd = group_ * d, width = q.n_heads * d;
+  const size_t d = c.imp_dim, block_stride = group_ * d * kF16Block, width = q.n_heads * d;
   const float* qv = &acts_.q_imp[(q.pos - batch_pos0_) * c.n_out() + c.slot(q.layer, q.head) * d];
   const uint16_t* kv =
-      keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head].data() + (q.head % group_) * d;
+      keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head].data() + (q.head % group_) * d * kF16Block;
+  // Every position is scored (candidates are a subset of them, all of them unless the cache has holes).
   thread_local std::vector<float> scores;
+  scores.resize(q.pos + 1);
+  ops().dot_f16_blocks(kv, block_stride, q.pos + 1, qv, width, scores.data());
+  if (candidates.size() != q.pos + 1)
+    for (size_t j = 0; j < candidates.size(); ++j) scores[j] = scores[candidates[j]];  // candidates[j] >= j
   scores.resize(candidates.size());
-  if (candidates.size() == q.pos + 1) {  // every position: rows in order
-    ops().dot_f16_rows(kv, gd, candidates.size(), qv, width, scores.data());
-  } else {
-    for (size_t j = 0; j < candidates.size(); ++j)
-      scores[j] = ops().dot_f16_f32(kv + candidates[j] * gd, qv, width);
-  }
   select_top_keys(candidates, scores, budget_.budget(q.pos), budget_.sinks(), keys);
   if (recent_ == 0) return;
   thread_local std::vector<uint32_t> merged;

@@ -46,7 +46,8 @@ class TokenButlerKeys final : public Policy {
   ButlerCache cache_;
   ButlerActs acts_;  // the current batch's importance queries
   size_t batch_pos0_ = 0;
-  // Per (layer, KV head): [pos][group][d] F16 importance keys of the group's query heads.
+  // Per (layer, KV head): F16 importance keys of the group's query heads in blocks of kF16Block
+  // positions, [block][group][d][kF16Block] (dot_f16_blocks' layout).
   std::vector<std::vector<uint16_t>> keys_;
 };
 
