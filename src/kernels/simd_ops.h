@@ -39,6 +39,11 @@ struct SimdOps {
   // for j < n_rows; k holds whole blocks (the last one is read in full, only n_rows are written).
   void (*dot_f16_blocks)(const uint16_t* k, size_t block_stride, size_t n_rows, const float* q, size_t n,
                          float* out);
+  // The same over int8 codes with one scale per row (scales[j], whole blocks too): half the bytes.
+  //   out[j] = scales[j] * sum_{x < n} q[x] * k[(j / kF16Block) * block_stride + x * kF16Block + j %
+  //   kF16Block]
+  void (*dot_i8_blocks)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
+                        const float* q, size_t n, float* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
   // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
   // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).

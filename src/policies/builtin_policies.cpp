@@ -61,7 +61,7 @@ PolicyRegistry build_registry() {
          make<QuestKeys>});
   r.add(
       {"tokenbutler",
-       "keep=F,predictor=FILE[,recent=0][,shared=0|1]" + common +
+       "keep=F,predictor=FILE[,recent=0][,shared=0|1][,keys=f16|i8]" + common +
            ": TokenButler, each query head (shared=1: each KV head's group) attends to the keys its trained "
            "predictor scores highest",
        make<TokenButlerKeys>});

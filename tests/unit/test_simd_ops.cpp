@@ -145,6 +145,25 @@ TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
         ASSERT_NEAR(y2[j], want, tolerance(n));
       }
       EXPECT_EQ(y1[n_rows], -1.0f);  // nothing written past the last row
+
+      // int8 codes with a scale per row, the same layout.
+      std::vector<int8_t> codes(n_blocks * block_stride);
+      std::mt19937 rng(static_cast<uint32_t>(n * 1000 + n_rows));
+      for (int8_t& c : codes) c = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+      const auto scales = random_floats(n_blocks * kF16Block, 10);
+      const int8_t* first_code = codes.data() + 2 * kF16Block;
+      std::fill(y1.begin(), y1.end(), -1.0f);
+      simd().dot_i8_blocks(first_code, block_stride, scales.data(), n_rows, q.data(), n, y1.data());
+      ref().dot_i8_blocks(first_code, block_stride, scales.data(), n_rows, q.data(), n, y2.data());
+      for (size_t j = 0; j < n_rows; ++j) {
+        double want = 0.0;
+        for (size_t x = 0; x < n; ++x)
+          want += double(first_code[j / kF16Block * block_stride + x * kF16Block + j % kF16Block]) * q[x];
+        want *= scales[j];
+        ASSERT_NEAR(y2[j], want, 127 * tolerance(n)) << n << " " << n_rows << " " << j;
+        ASSERT_NEAR(y1[j], y2[j], 127 * tolerance(n)) << n << " " << n_rows << " " << j;
+      }
+      EXPECT_EQ(y1[n_rows], -1.0f);
     }
   }
 }

@@ -288,7 +288,8 @@ TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   const std::string path = stories_predictor();
   const auto tokens = stories_chunks(1, 64)[0];
   EXPECT_EQ(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64));
-  for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8", ",keep=0.4,shared=1"}) {
+  for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8", ",keep=0.4,shared=1", ",keep=0.4,keys=i8",
+                                 ",keep=0.4,shared=1,keys=i8"}) {
     const std::string spec = "tokenbutler:predictor=" + path + opts;
     const auto whole = run_policy({spec}, tokens, 64), steps = run_policy({spec}, tokens, 1);
     const auto dense = run_policy({}, tokens, 64);

@@ -44,14 +44,25 @@ float dot_f16_f32(const uint16_t* k, const float* q, size_t n) {
   return s;
 }
 
+template <class T, class ToFloat>
+void dot_blocks(const T* k, size_t block_stride, const float* scales, size_t n_rows, const float* q, size_t n,
+                float* out, ToFloat to_float) {
+  for (size_t j = 0; j < n_rows; ++j) {
+    const T* row = k + j / kF16Block * block_stride + j % kF16Block;
+    float s = 0.0f;
+    for (size_t x = 0; x < n; ++x) s += to_float(row[x * kF16Block]) * q[x];
+    out[j] = scales ? scales[j] * s : s;
+  }
+}
+
 void dot_f16_blocks(const uint16_t* k, size_t block_stride, size_t n_rows, const float* q, size_t n,
                     float* out) {
-  for (size_t j = 0; j < n_rows; ++j) {
-    const uint16_t* row = k + j / kF16Block * block_stride + j % kF16Block;
-    float s = 0.0f;
-    for (size_t x = 0; x < n; ++x) s += fp16_to_float(row[x * kF16Block]) * q[x];
-    out[j] = s;
-  }
+  dot_blocks(k, block_stride, nullptr, n_rows, q, n, out, fp16_to_float);
+}
+
+void dot_i8_blocks(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const float* q,
+                   size_t n, float* out) {
+  dot_blocks(k, block_stride, scales, n_rows, q, n, out, [](int8_t c) { return static_cast<float>(c); });
 }
 
 void axpy_f16(float a, const uint16_t* v, float* y, size_t n) {
@@ -139,11 +150,28 @@ void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, 
 }  // namespace
 
 const SimdOps& scalar_ops() {
-  static const SimdOps table{
-      "scalar",       gemm_f32,        gemm_bf16,          f32_to_bf16, dot_f32,    dot_f16_f32,
-      axpy_f16,       dot_f16_blocks,  f32_to_f16,         rms_norm,    silu_mul,   softmax,
-      rope,           attn_chunk,      attn_gather,        dot_codes,   axpy_codes, scalar::quantize_q8,
-      scalar::dot_q8, scalar::gemm_q8, scalar::gemm_packed};
+  static const SimdOps table{"scalar",
+                             gemm_f32,
+                             gemm_bf16,
+                             f32_to_bf16,
+                             dot_f32,
+                             dot_f16_f32,
+                             axpy_f16,
+                             dot_f16_blocks,
+                             dot_i8_blocks,
+                             f32_to_f16,
+                             rms_norm,
+                             silu_mul,
+                             softmax,
+                             rope,
+                             attn_chunk,
+                             attn_gather,
+                             dot_codes,
+                             axpy_codes,
+                             scalar::quantize_q8,
+                             scalar::dot_q8,
+                             scalar::gemm_q8,
+                             scalar::gemm_packed};
   return table;
 }
 

@@ -1,6 +1,7 @@
 #include "policies/tokenbutler/tokenbutler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -13,7 +14,8 @@ TokenButlerKeys::TokenButlerKeys(PolicyOptions& options)
       budget_(options, -1),
       path_(options.take_path("predictor").value_or("")),
       recent_(options.take_uint("recent", 0, 1u << 24).value_or(0)),
-      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {
+      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1),
+      int8_keys_(options.take_choice<bool>("keys", {{"f16", false}, {"i8", true}})) {
   TS_CHECK(!path_.empty(), "policy ", name(), ": give predictor=FILE (a trained TokenButler predictor)");
 }
 
@@ -39,7 +41,11 @@ void TokenButlerKeys::truncate(size_t n_past) {
   n_past = std::min(n_past, cache_.size(c));
   cache_.truncate(n_past, c);
   const size_t blocks = (n_past + kF16Block - 1) / kF16Block, block_stride = group_ * c.imp_dim * kF16Block;
-  for (std::vector<uint16_t>& k : keys_) k.resize(std::min(k.size(), blocks * block_stride));
+  for (ImportanceKeys& k : keys_) {
+    k.halves.resize(std::min(k.halves.size(), blocks * block_stride));
+    k.codes.resize(std::min(k.codes.size(), blocks * block_stride));
+    k.scales.resize(std::min(k.scales.size(), blocks * kF16Block));
+  }
 }
 
 void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
@@ -53,12 +59,27 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
   thread_local std::vector<uint16_t> row;
   row.resize(gd);
   for (size_t s = 0; s < keys_.size(); ++s) {  // a group's slots are adjacent in k_imp's rows
-    std::vector<uint16_t>& k = keys_[s];
-    k.resize(blocks * block_stride);
+    ImportanceKeys& k = keys_[s];
+    if (int8_keys_) {
+      k.codes.resize(blocks * block_stride);
+      k.scales.resize(blocks * kF16Block);
+    } else {
+      k.halves.resize(blocks * block_stride);
+    }
     for (size_t pos = in.pos0; pos < end; ++pos) {  // one column of its block
-      ops().f32_to_f16(&acts_.k_imp[(pos - in.pos0) * o + s * gd], row.data(), gd);
-      uint16_t* column = &k[pos / kF16Block * block_stride + pos % kF16Block];
-      for (size_t x = 0; x < gd; ++x) column[x * kF16Block] = row[x];
+      const float* key = &acts_.k_imp[(pos - in.pos0) * o + s * gd];
+      const size_t column = pos / kF16Block * block_stride + pos % kF16Block;
+      if (int8_keys_) {  // symmetric, one scale per position: max |key| / 127
+        float amax = 0.0f;
+        for (size_t x = 0; x < gd; ++x) amax = std::max(amax, std::fabs(key[x]));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (size_t x = 0; x < gd; ++x)
+          k.codes[column + x * kF16Block] = static_cast<int8_t>(std::nearbyint(key[x] * inv));
+        k.scales[pos] = amax / 127.0f;
+      } else {
+        ops().f32_to_f16(key, row.data(), gd);
+        for (size_t x = 0; x < gd; ++x) k.halves[column + x * kF16Block] = row[x];
+      }
     }
   }
 }
@@ -70,12 +91,17 @@ void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> c
   // adjacent, so the sum of their scores is one dot product of width n_heads * d.
   const size_t d = c.imp_dim, block_stride = group_ * d * kF16Block, width = q.n_heads * d;
   const float* qv = &acts_.q_imp[(q.pos - batch_pos0_) * c.n_out() + c.slot(q.layer, q.head) * d];
-  const uint16_t* kv =
-      keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head].data() + (q.head % group_) * d * kF16Block;
+  const ImportanceKeys& k = keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head];
+  const size_t first = (q.head % group_) * d * kF16Block;  // the query head's first dimension
   // Every position is scored (candidates are a subset of them, all of them unless the cache has holes).
   thread_local std::vector<float> scores;
   scores.resize(q.pos + 1);
-  ops().dot_f16_blocks(kv, block_stride, q.pos + 1, qv, width, scores.data());
+  if (int8_keys_) {
+    ops().dot_i8_blocks(k.codes.data() + first, block_stride, k.scales.data(), q.pos + 1, qv, width,
+                        scores.data());
+  } else {
+    ops().dot_f16_blocks(k.halves.data() + first, block_stride, q.pos + 1, qv, width, scores.data());
+  }
   if (candidates.size() != q.pos + 1)
     for (size_t j = 0; j < candidates.size(); ++j) scores[j] = scores[candidates[j]];  // candidates[j] >= j
   scores.resize(candidates.size());

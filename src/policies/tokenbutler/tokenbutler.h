@@ -11,7 +11,7 @@
 // the group's keys are then gathered once, as dense attention reads them, instead of once per
 // query head (the paper selects per query head; shared=0, the default).
 //
-//   tokenbutler:keep=F,predictor=FILE[,recent=0][,shared=0][,sinks=4][,first_layer=1]
+//   tokenbutler:keep=F,predictor=FILE[,recent=0][,shared=0][,keys=f16|i8][,sinks=4][,first_layer=1]
 #include <memory>
 #include <string>
 
@@ -40,15 +40,22 @@ class TokenButlerKeys final : public Policy {
   std::string path_;
   size_t recent_ = 0;
   bool shared_ = false;
+  bool int8_keys_ = false;
   size_t group_ = 1, n_kv_heads_ = 1;  // the LLM's query heads per KV head, KV heads
   ButlerWeights weights_;
   std::unique_ptr<ButlerNet> net_;
   ButlerCache cache_;
   ButlerActs acts_;  // the current batch's importance queries
   size_t batch_pos0_ = 0;
-  // Per (layer, KV head): F16 importance keys of the group's query heads in blocks of kF16Block
-  // positions, [block][group][d][kF16Block] (dot_f16_blocks' layout).
-  std::vector<std::vector<uint16_t>> keys_;
+  // One (layer, KV head)'s importance keys, of the group's query heads, in blocks of kF16Block
+  // positions, [block][group][d][kF16Block] (dot_f16_blocks' layout): F16, or (keys=i8) int8
+  // codes with one scale per position, half the bytes scoring reads at every step.
+  struct ImportanceKeys {
+    std::vector<uint16_t> halves;
+    std::vector<int8_t> codes;
+    std::vector<float> scales;  // [position], whole blocks
+  };
+  std::vector<ImportanceKeys> keys_;
 };
 
 }  // namespace ts
