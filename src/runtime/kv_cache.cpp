@@ -139,11 +139,30 @@ size_t KvCache::held_bytes() const {
 
 void KvCache::begin_batch(size_t pos0, size_t n_tok) {
   if (!quantized()) return;
+  if (n_tok > kKvWindowBatch) grow_window(pos0, n_tok);
   const size_t n_total = pos0 + n_tok, g = format_.group;
   const size_t recent = n_total - std::min(n_total, format_.residual);
   const size_t keys_coded = format_.channel_keys && !static_ranges() ? n_total / g * g : n_total;
   const size_t wanted = std::min(keys_coded, format_.quantized_prefill ? recent : std::min(pos0, recent));
   window_from_ = std::max(n_total - std::min(n_total, window_), wanted);
+}
+
+// A batch longer than kKvWindowBatch (a policy that runs the whole prompt at once): the window
+// grows to hold it, since full-precision rows and KIVI key blocks are taken from the window at
+// commit(), after the whole batch was written. The rows of the positions before the batch that
+// the window holds move to their slots in the larger ring.
+void KvCache::grow_window(size_t pos0, size_t n_tok) {
+  const size_t window = std::min(n_ctx_, format_.residual + format_.group + n_tok);
+  if (window <= window_) return;
+  std::vector<uint16_t> k(n_layers_ * window * kv_dim_), v(k.size());
+  for (size_t l = 0; l < n_layers_; ++l)
+    for (size_t p = pos0 - std::min(pos0, window_); p < pos0; ++p) {
+      std::copy_n(ring_row(ring_k_, l, p), kv_dim_, &k[(l * window + p % window) * kv_dim_]);
+      std::copy_n(ring_row(ring_v_, l, p), kv_dim_, &v[(l * window + p % window) * kv_dim_]);
+    }
+  ring_k_.swap(k);
+  ring_v_.swap(v);
+  window_ = window;
 }
 
 const CodeRange* KvCache::measure_groups(const float* x, unsigned bits, CodeRange* ranges) const {

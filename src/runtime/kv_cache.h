@@ -60,7 +60,8 @@ struct KvFormat {
   std::string describe() const;
 };
 
-// The batch size the transformer writes at most per pass: the half-precision window holds it.
+// The batch size the transformer writes at most per pass, unless a policy runs whole calls: the
+// half-precision window holds it (and grows for a longer batch).
 inline constexpr size_t kKvWindowBatch = 512;
 
 // A run of channels within one KV head sharing one range: a per-token group cut at head
@@ -177,6 +178,7 @@ class KvCache {
  private:
   enum : uint8_t { kAbsent = 0, kCoded = 1, kFull = 2, kCodedLow = 3 };
   void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
+  void grow_window(size_t pos0, size_t n_tok);
   KvRowRef row_ref(size_t layer, size_t pos, const std::vector<uint16_t>& ring,
                    const std::vector<std::vector<uint16_t>>& pinned, bool keys) const;
   uint16_t* ring_row(std::vector<uint16_t>& ring, size_t layer, size_t pos) {

@@ -96,6 +96,43 @@ TEST(KvQuantCache, ErrorBoundsPerFormat) {
     }
 }
 
+// A batch longer than the half-precision window (ZipVL and KVSink run the whole prompt at once):
+// full-precision rows and KIVI key blocks read the same as when the rows come in short batches.
+TEST(KvQuantCache, BatchLongerThanTheWindowReadsAsShortBatches) {
+  const size_t n = 700;  // the window holds group + 512 = 524 rows before it grows
+  const auto k = rows(n, 7), v = rows(n, 8);
+  std::vector<uint32_t> full;
+  for (uint32_t p = 0; p < n; p += 7) full.push_back(p);
+  for (const bool kivi : {false, true}) {
+    KvCache whole(kLayers, n, kDim, kHead, format(4, kivi)), parts(kLayers, n, kDim, kHead, format(4, kivi));
+    fill(whole, k, v, n, full);
+    for (size_t pos0 = 0; pos0 < n; pos0 += 350) {
+      parts.begin_batch(pos0, 350);
+      for (size_t l = 0; l < kLayers; ++l) {
+        for (size_t p = pos0; p < pos0 + 350; ++p)
+          parts.store(l, p, &k[p * kDim], &v[p * kDim], in(full, p) ? KvStorage::Full : KvStorage::Default);
+        parts.commit(l, pos0, 350);
+        parts.hold_all(l, pos0, 350);
+      }
+      parts.set_size(pos0 + 350);
+    }
+    parts.begin_batch(n, 0);  // both read every row from the codes or the full-precision rows
+    std::vector<float> a(kDim), b(kDim);
+    for (size_t l = 0; l < kLayers; ++l)
+      for (size_t p = 0; p < n; ++p) {
+        whole.read_key(l, p, a.data());
+        parts.read_key(l, p, b.data());
+        ASSERT_EQ(a, b) << "kivi " << kivi << " layer " << l << " key " << p;
+        whole.read_value(l, p, a.data());
+        parts.read_value(l, p, b.data());
+        ASSERT_EQ(a, b) << "kivi " << kivi << " layer " << l << " value " << p;
+        if (in(full, p)) {
+          ASSERT_TRUE(std::equal(a.begin(), a.end(), &v[p * kDim])) << p;
+        }
+      }
+  }
+}
+
 TEST(KvQuantCache, ResidualWindowAndBytes) {
   const size_t n = 50;
   const auto k = rows(n, 3), v = rows(n, 4);
