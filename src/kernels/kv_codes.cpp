@@ -23,4 +23,16 @@ void pack_codes(const uint8_t* codes, size_t n, unsigned bits, uint8_t* packed) 
     packed[j % b] = static_cast<uint8_t>(packed[j % b] | (codes[j] << ((j / b) * bits)));
 }
 
+void decode_coded_row(const CodedRows& rows, size_t j, float* out) {
+  const uint8_t* row = rows.codes + j * rows.row_bytes;
+  const CodeRange* ranges = rows.ranges + j * rows.range_stride;
+  for (size_t s = 0; s < rows.n_segments; ++s) {
+    const CodeSegment& seg = rows.segments[s];
+    const uint8_t* packed = row + code_bytes(rows.bits, seg.offset);
+    const CodeRange r = ranges[seg.range];
+    for (size_t i = 0; i < seg.size; ++i)
+      out[seg.offset + i] = r.scale * static_cast<float>(code_at(packed, rows.bits, seg.size, i)) + r.min;
+  }
+}
+
 }  // namespace ts

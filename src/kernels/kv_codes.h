@@ -36,4 +36,30 @@ uint8_t code_of(float x, CodeRange r, unsigned bits);
 // Packs n codes (one per byte) into code_bytes(bits, n) bytes.
 void pack_codes(const uint8_t* codes, size_t n, unsigned bits, uint8_t* packed);
 
+// A run of a row's channels sharing one range: `size` values from channel `offset` (of the KV
+// head), packed on their own at byte code_bytes(bits, offset) of the row, decoded with the row's
+// range number `range`.
+struct CodeSegment {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  uint32_t range = 0;
+};
+
+// Consecutive coded rows of one KV head, as the attention kernel (SimdOps::attn_codes) reads
+// them: row j's codes start at codes + j * row_bytes and its segments (which tile the head in
+// order) decode with ranges[j * range_stride + segment.range]; range_stride 0 shares one set of
+// ranges between all rows (static ranges).
+struct CodedRows {
+  const uint8_t* codes = nullptr;
+  size_t row_bytes = 0;
+  unsigned bits = 0;
+  const CodeSegment* segments = nullptr;
+  size_t n_segments = 0;
+  const CodeRange* ranges = nullptr;
+  size_t range_stride = 0;
+};
+
+// Row j of `rows` decoded to floats (scale * code + min), one per channel of the head.
+void decode_coded_row(const CodedRows& rows, size_t j, float* out);
+
 }  // namespace ts

@@ -7,6 +7,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/key_rows.h"
+#include "kernels/kv_codes.h"
 #include "kernels/q8_activations.h"
 #include "kernels/quant_types.h"
 
@@ -65,15 +66,14 @@ struct SimdOps {
   void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                       const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
                       float* acc);
-  // Fused dequantize-and-dot over one packed segment of n low-bit KV codes (kernels/kv_codes.h):
-  // out[g] = sum_j w[g * w_stride + j] * code_j for g < n_w (the queries of one KV head, already
-  // multiplied by per-channel scales where ranges are per channel). Scale and minimum of per-token
-  // groups are applied by the caller, once per segment.
-  void (*dot_codes)(const uint8_t* packed, unsigned bits, size_t n, const float* w, size_t w_stride,
-                    size_t n_w, float* out);
-  // The value side: y[g * y_stride + j] += a[g] * code_j for g < n_a.
-  void (*axpy_codes)(const uint8_t* packed, unsigned bits, size_t n, const float* a, size_t n_a, float* y,
-                     size_t y_stride);
+  // attn_chunk over n_keys consecutive coded rows (kernels/kv_codes.h) of one KV head: the keys
+  // and values are decoded in registers (scale * code + min per segment) as they stream by, so the
+  // cache is read at its coded width. score = scale * (q . key) + bias[g] (bias may be null; KIVI
+  // callers fold per-channel key scales into q and the minima into bias). With p (n_q x n_keys),
+  // also each exp(score - m[g]).
+  void (*attn_codes)(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
+                     size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc,
+                     float* p);
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
   void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);

@@ -11,14 +11,22 @@ namespace {
 
 // Per-thread scratch, grown to the largest call.
 struct Scratch {
-  std::vector<float> qs;       // [g][hd]: scaled queries
-  std::vector<float> qk;       // [g][hd]: KIVI: queries times the block's per-channel key scales
-  std::vector<float> qsum;     // [g][segment]: sums of scaled queries over each key segment
-  std::vector<float> qmin;     // [g]: KIVI: query . block minima
-  std::vector<float> scores;   // [g][j]
-  std::vector<float> zero;     // [g][segment]: sum of p * value minimum per value segment
-  std::vector<float> dots, a;  // [g]
+  std::vector<CodeSegment> kseg, vseg;  // the head's segments, head-relative
+  std::vector<float> qk;                // [g][hd]: KIVI: queries times the block's per-channel key scales
+  std::vector<float> bias;              // [g]: KIVI: scale * (query . block minima)
+  std::vector<float> pm, pl, pacc;      // one run's partials
+  std::vector<float> p;                 // [g][run]: the run's numerators
+  std::vector<size_t> run_start;        // with numerators: each run's first key ...
+  std::vector<float> run_m;             // ... and its max per query
 };
+
+// The segments of KV head kvh relative to the head: channel offsets from its first channel, range
+// numbers from its first group's.
+void head_segments(std::span<const KvSegment> segs, size_t base, std::vector<CodeSegment>& out) {
+  out.clear();
+  for (const KvSegment& s : segs)
+    out.push_back({static_cast<uint32_t>(s.offset - base), s.size, s.group - segs.front().group});
+}
 
 }  // namespace
 
@@ -29,95 +37,90 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   const SimdOps& k = ops();
   const size_t hd = cache.head_dim(), n = positions.size(), base = kvh * hd;
   const bool kivi = cache.format().channel_keys;
-  const std::span<const KvSegment> kseg = cache.segments(kvh, true), vseg = cache.segments(kvh, false);
+  std::fill(m, m + n_q, -INFINITY);
+  std::fill(l, l + n_q, 0.0f);
   std::fill(acc, acc + n_q * hd, 0.0f);
-  if (n == 0) {
-    std::fill(l, l + n_q, 0.0f);
-    return;
-  }
-  s.qs.resize(n_q * hd);
+  head_segments(cache.segments(kvh, true), base, s.kseg);
+  head_segments(cache.segments(kvh, false), base, s.vseg);
+  static constexpr CodeRange kIdentity{1.0f, 0.0f};  // KIVI keys: ranges folded into qk and bias
   s.qk.resize(n_q * hd);
-  s.qsum.assign(n_q * kseg.size(), 0.0f);
-  s.qmin.resize(n_q);
-  s.scores.resize(n_q * n);
-  s.zero.assign(n_q * vseg.size(), 0.0f);
-  s.dots.resize(n_q);
-  s.a.resize(n_q);
-  for (size_t i = 0; i < n_q * hd; ++i) s.qs[i] = q[i] * scale;
-  for (size_t g = 0; g < n_q; ++g)
-    for (size_t si = 0; si < kseg.size(); ++si)
-      for (size_t c = 0; c < kseg[si].size; ++c)
-        s.qsum[g * kseg.size() + si] += s.qs[g * hd + kseg[si].offset - base + c];
-
-  // Scores: q . (scale * code + min) = scale * (q . code) + min * sum(q) per segment; KIVI folds
-  // the per-channel scales into the query once per key block.
+  s.bias.resize(n_q);
+  s.pm.resize(n_q);
+  s.pl.resize(n_q);
+  s.pacc.resize(n_q * hd);
+  s.run_start.clear();
+  s.run_m.clear();
   size_t block = SIZE_MAX;
-  for (size_t j = 0; j < n; ++j) {
+
+  // Runs of consecutive coded rows go to attn_codes in one call; half-precision rows (the window,
+  // full-precision tokens) one by one to attn_chunk. Each run's partials merge into m, l, acc.
+  for (size_t j = 0; j < n;) {
     const size_t pos = positions[j];
-    const KvRowRef r = cache.key_row(layer, pos);
-    if (r.half) {
-      for (size_t g = 0; g < n_q; ++g) s.scores[g * n + j] = k.dot_f16_f32(r.half + base, &s.qs[g * hd], hd);
-      continue;
-    }
-    if (kivi) {
-      if (pos / cache.format().group != block) {
-        block = pos / cache.format().group;
-        const CodeRange* cr = cache.key_block_ranges(layer, pos) + base;
-        for (size_t g = 0; g < n_q; ++g) {
-          float qm = 0.0f;
-          for (size_t c = 0; c < hd; ++c) {
-            s.qk[g * hd + c] = s.qs[g * hd + c] * cr[c].scale;
-            qm += s.qs[g * hd + c] * cr[c].min;
+    const KvRowRef kr = cache.key_row(layer, pos), vr = cache.value_row(layer, pos);
+    size_t len = 1;
+    if (kr.half) {
+      k.attn_chunk(q, n_q, kr.half + base, vr.half + base, 0, 1, hd, scale, s.pm.data(), s.pl.data(),
+                   s.pacc.data());
+      if (numerators)
+        for (size_t g = 0; g < n_q; ++g) numerators[g * n + j] = 1.0f;
+    } else {
+      const size_t run = cache.coded_run(layer, pos, n - j);
+      while (len < run && positions[j + len] == pos + len) ++len;
+      const float* qr = q;
+      if (kivi) {
+        if (pos / cache.format().group != block) {
+          block = pos / cache.format().group;
+          const CodeRange* cr = cache.key_block_ranges(layer, pos) + base;
+          for (size_t g = 0; g < n_q; ++g) {
+            float qm = 0.0f;
+            for (size_t c = 0; c < hd; ++c) {
+              s.qk[g * hd + c] = q[g * hd + c] * cr[c].scale;
+              qm += q[g * hd + c] * cr[c].min;
+            }
+            s.bias[g] = scale * qm;
           }
-          s.qmin[g] = qm;
         }
+        qr = s.qk.data();
       }
-      k.dot_codes(r.codes + code_bytes(r.bits, base), r.bits, hd, s.qk.data(), hd, n_q, s.dots.data());
-      for (size_t g = 0; g < n_q; ++g) s.scores[g * n + j] = s.dots[g] + s.qmin[g];
-      continue;
+      const CodedRows krows{kr.codes + code_bytes(kr.bits, base),
+                            cache.code_row_bytes(),
+                            kr.bits,
+                            s.kseg.data(),
+                            s.kseg.size(),
+                            kivi ? &kIdentity : kr.ranges + cache.segments(kvh, true).front().group,
+                            kivi ? 0 : cache.range_stride()};
+      const CodedRows vrows{vr.codes + code_bytes(vr.bits, base),
+                            cache.code_row_bytes(),
+                            vr.bits,
+                            s.vseg.data(),
+                            s.vseg.size(),
+                            vr.ranges + cache.segments(kvh, false).front().group,
+                            cache.range_stride()};
+      if (numerators) s.p.resize(n_q * len);
+      k.attn_codes(qr, n_q, krows, vrows, len, hd, scale, kivi ? s.bias.data() : nullptr, s.pm.data(),
+                   s.pl.data(), s.pacc.data(), numerators ? s.p.data() : nullptr);
+      if (numerators)
+        for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);
     }
-    for (size_t g = 0; g < n_q; ++g) s.scores[g * n + j] = 0.0f;
-    for (size_t si = 0; si < kseg.size(); ++si) {
-      const KvSegment& seg = kseg[si];
-      const CodeRange cr = r.ranges[seg.group];
-      k.dot_codes(r.codes + code_bytes(r.bits, seg.offset), r.bits, seg.size, &s.qs[seg.offset - base], hd,
-                  n_q, s.dots.data());
-      for (size_t g = 0; g < n_q; ++g)
-        s.scores[g * n + j] += cr.scale * s.dots[g] + cr.min * s.qsum[g * kseg.size() + si];
+    for (size_t g = 0; g < n_q; ++g) {  // online-softmax merge
+      const float mx = std::max(m[g], s.pm[g]), a = std::exp(m[g] - mx), b = std::exp(s.pm[g] - mx);
+      m[g] = mx;
+      l[g] = a * l[g] + b * s.pl[g];
+      for (size_t x = 0; x < hd; ++x) acc[g * hd + x] = a * acc[g * hd + x] + b * s.pacc[g * hd + x];
     }
+    if (numerators) {
+      s.run_start.push_back(j);
+      s.run_m.insert(s.run_m.end(), s.pm.begin(), s.pm.end());
+    }
+    j += len;
   }
-
-  for (size_t g = 0; g < n_q; ++g) {
-    float* sc = &s.scores[g * n];
-    m[g] = *std::max_element(sc, sc + n);
-    float sum = 0.0f;
-    for (size_t j = 0; j < n; ++j) sum += sc[j] = std::exp(sc[j] - m[g]);
-    l[g] = sum;
-    if (numerators) std::copy(sc, sc + n, numerators + g * n);
-  }
-
-  // Values: p * (scale * code + min) = (p * scale) * code, plus p * min added once per segment.
-  for (size_t j = 0; j < n; ++j) {
-    const KvRowRef r = cache.value_row(layer, positions[j]);
-    if (r.half) {
-      for (size_t g = 0; g < n_q; ++g) k.axpy_f16(s.scores[g * n + j], r.half + base, acc + g * hd, hd);
-      continue;
+  if (!numerators) return;
+  s.run_start.push_back(n);
+  for (size_t r = 0; r + 1 < s.run_start.size(); ++r)
+    for (size_t g = 0; g < n_q; ++g) {
+      const float f = std::exp(s.run_m[r * n_q + g] - m[g]);
+      for (size_t j = s.run_start[r]; j < s.run_start[r + 1]; ++j) numerators[g * n + j] *= f;
     }
-    for (size_t si = 0; si < vseg.size(); ++si) {
-      const KvSegment& seg = vseg[si];
-      const CodeRange cr = r.ranges[seg.group];
-      for (size_t g = 0; g < n_q; ++g) {
-        s.a[g] = s.scores[g * n + j] * cr.scale;
-        s.zero[g * vseg.size() + si] += s.scores[g * n + j] * cr.min;
-      }
-      k.axpy_codes(r.codes + code_bytes(r.bits, seg.offset), r.bits, seg.size, s.a.data(), n_q,
-                   acc + seg.offset - base, hd);
-    }
-  }
-  for (size_t g = 0; g < n_q; ++g)
-    for (size_t si = 0; si < vseg.size(); ++si)
-      for (size_t c = 0; c < vseg[si].size; ++c)
-        acc[g * hd + vseg[si].offset - base + c] += s.zero[g * vseg.size() + si];
 }
 
 }  // namespace ts

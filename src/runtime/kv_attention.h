@@ -1,8 +1,9 @@
 #pragma once
 // Attention over a quantized KV cache (kv_cache.h): scores and value sums come straight from the
-// packed codes through the fused kernels of simd_ops.h (dot_codes, axpy_codes), so a smaller
-// cache is also less memory to stream; window and full-precision rows are read as F16, and each
-// coded row at its own width (mixed precision).
+// packed codes through the fused kernel of simd_ops.h (attn_codes, one call per run of consecutive
+// coded rows of one width), so a smaller cache is also less memory to stream; window and
+// full-precision rows (KVSink's sinks, Preserve-First-N) are read as F16, and each run of coded
+// rows at its own width (mixed precision).
 #include <cstddef>
 #include <cstdint>
 #include <span>

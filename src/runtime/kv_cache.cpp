@@ -276,6 +276,16 @@ KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>&
           kind_[row] == kCodedLow ? format_.low_bits : format_.bits};
 }
 
+size_t KvCache::coded_run(size_t layer, size_t pos, size_t max_len) const {
+  size_t end = std::min(pos + max_len, window_from_);
+  if (format_.channel_keys && !static_ranges())
+    end = std::min(end, (pos / format_.group + 1) * format_.group);
+  const uint8_t* kind = &kind_[layer * n_ctx_];
+  size_t p = pos + 1;
+  while (p < end && kind[p] == kind[pos]) ++p;
+  return p - pos;
+}
+
 void KvCache::read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* out) const {
   const size_t base = kvh * head_dim_;
   const auto from_half = [&](const uint16_t* row) {

@@ -168,6 +168,13 @@ class KvCache {
                            : &key_block_ranges_[(layer * n_blocks_ + pos / format_.group) * kv_dim_];
   }
   size_t n_groups() const { return n_groups_; }
+  // Quantized formats: bytes from one coded row to the next, and CodeRanges from one row's
+  // per-token group ranges to the next (0: static ranges, shared by all rows).
+  size_t code_row_bytes() const { return row_bytes_; }
+  size_t range_stride() const { return static_ranges() ? 0 : n_groups_; }
+  // How many of positions pos..pos+max_len-1 (at least 1: pos, coded) have K and V coded at pos's
+  // width and, with dynamic KIVI key ranges, lie in pos's key block: one run of attn_codes.
+  size_t coded_run(size_t layer, size_t pos, size_t max_len) const;
   // The segments of KV head kvh in K (keys) or V rows.
   std::span<const KvSegment> segments(size_t kvh, bool keys) const {
     return keys && format_.channel_keys ? std::span(head_segments_).subspan(kvh, 1) : group_segments_[kvh];

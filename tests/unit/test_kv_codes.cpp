@@ -1,7 +1,9 @@
-// Low-bit KV codes: packing round trip, RTN error bound, and the fused dequantize-and-dot kernels
-// of every SIMD table against the scalar reference (odd row counts, tails past the vector width).
+// Low-bit KV codes: packing round trip, RTN error bound, row decoding, and attention over coded
+// rows (the scalar kernel against plain softmax attention, every SIMD table against the scalar one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -60,35 +62,112 @@ class KvCodesSimdTest : public ::testing::TestWithParam<SimdLevel> {
   }
 };
 
-TEST_P(KvCodesSimdTest, FusedKernelsMatchScalar) {
+// A run of n_keys coded rows of one head cut into `sizes` segments, each row with its own ranges
+// (range_stride = segments) unless shared; the unpacked codes are kept for the expected values.
+struct CodedRun {
+  std::vector<CodeSegment> segments;
+  std::vector<uint8_t> packed, codes;  // codes: [row][channel]
+  std::vector<CodeRange> ranges;
+  CodedRows rows;
+
+  CodedRun(std::vector<uint32_t> sizes, unsigned bits, size_t n_keys, bool shared_ranges, uint32_t seed) {
+    uint32_t off = 0;
+    for (uint32_t sz : sizes) {
+      segments.push_back({off, sz, static_cast<uint32_t>(segments.size())});
+      off += sz;
+    }
+    const size_t hd = off, row_bytes = code_bytes(bits, hd) + 3;  // rows hold other bytes too
+    codes = random_codes(n_keys * hd, bits, seed);
+    packed.assign(n_keys * row_bytes, 0xA5);
+    for (size_t j = 0; j < n_keys; ++j)
+      for (const CodeSegment& s : segments)
+        pack_codes(&codes[j * hd + s.offset], s.size, bits,
+                   &packed[j * row_bytes + code_bytes(bits, s.offset)]);
+    const auto f = random_floats(2 * n_keys * segments.size(), seed + 1);
+    for (size_t i = 0; i < n_keys * segments.size(); ++i)  // values of order 1, like keys and values
+      ranges.push_back({(0.5f + 0.5f * std::abs(f[2 * i])) / float(code_max(bits)), f[2 * i + 1]});
+    rows = {packed.data(),
+            row_bytes,
+            bits,
+            segments.data(),
+            segments.size(),
+            ranges.data(),
+            shared_ranges ? 0 : segments.size()};
+  }
+  float value(size_t j, size_t c) const {
+    const size_t hd = segments.back().offset + segments.back().size;
+    size_t s = 0;
+    while (c >= segments[s].offset + segments[s].size) ++s;
+    const CodeRange r = ranges[j * rows.range_stride + s];
+    return r.scale * float(codes[j * hd + c]) + r.min;
+  }
+};
+
+TEST(KvCodes, DecodedRowIsScaleTimesCodePlusMin) {
+  const CodedRun run({32, 16, 16}, 4, 3, false, 21);
+  std::vector<float> row(64);
+  for (size_t j = 0; j < 3; ++j) {
+    decode_coded_row(run.rows, j, row.data());
+    for (size_t c = 0; c < 64; ++c) ASSERT_FLOAT_EQ(row[c], run.value(j, c)) << j << " " << c;
+  }
+}
+
+// The scalar kernel against softmax attention over the decoded rows written out here; every SIMD
+// table against the scalar kernel on register-resident shapes (head dim 64, 128 in one or two
+// segments, 1-4 queries) and general ones (odd head dims, uneven segments, 5 queries, 2-bit groups
+// narrower than a vector), odd key counts, shared and per-row ranges, with and without bias.
+TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
+  const std::vector<std::vector<uint32_t>> shapes = {{64}, {32, 32}, {128},      {64, 64},
+                                                     {36}, {48, 16}, {16, 8, 16}};
+  uint32_t seed = 100;
   for (unsigned bits : {8u, 4u, 2u})
-    for (size_t n : {4u, 8u, 16u, 32u, 36u, 64u, 128u, 132u, 200u}) {
-      if (n % (8 / bits)) continue;
-      const auto codes = random_codes(n, bits, 11);
-      std::vector<uint8_t> packed(code_bytes(bits, n));
-      pack_codes(codes.data(), n, bits, packed.data());
-      for (size_t rows : {1u, 3u, 4u, 6u}) {
-        const size_t stride = n + 5;
-        const auto w = random_floats(rows * stride, 5), a = random_floats(rows, 6);
-        std::vector<float> d1(rows), d2(rows);
-        simd.dot_codes(packed.data(), bits, n, w.data(), stride, rows, d1.data());
-        ref.dot_codes(packed.data(), bits, n, w.data(), stride, rows, d2.data());
-        for (size_t g = 0; g < rows; ++g) {
-          float expect = 0.0f;
-          for (size_t j = 0; j < n; ++j) expect += w[g * stride + j] * float(codes[j]);
-          ASSERT_NEAR(d2[g], expect, 1e-3f * float(n));
-          ASSERT_NEAR(d1[g], d2[g], 1e-4f * float(n) * float(code_max(bits))) << bits << " n=" << n;
+    for (const auto& shape : shapes)
+      for (size_t n_keys : {1u, 7u, 129u})
+        for (size_t n_q : {1u, 3u, 4u, 5u}) {
+          ++seed;
+          const bool shared = seed % 3 == 0, with_bias = seed % 2 == 0;
+          const CodedRun k(shape, bits, n_keys, shared, seed),
+              v(shape, bits == 2 ? 4 : bits, n_keys, !shared, seed + 7);
+          const size_t hd = k.segments.back().offset + k.segments.back().size;
+          const auto q = random_floats(n_q * hd, seed + 3), bias = random_floats(n_q, seed + 4);
+          const float scale = 0.125f;
+          std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), p1(n_q * n_keys);
+          std::vector<float> m2(n_q), l2(n_q), a2(n_q * hd), p2(n_q * n_keys);
+          const float* b = with_bias ? bias.data() : nullptr;
+          ref.attn_codes(q.data(), n_q, k.rows, v.rows, n_keys, hd, scale, b, m2.data(), l2.data(), a2.data(),
+                         p2.data());
+          simd.attn_codes(q.data(), n_q, k.rows, v.rows, n_keys, hd, scale, b, m1.data(), l1.data(),
+                          a1.data(), seed % 4 ? p1.data() : nullptr);
+          for (size_t g = 0; g < n_q; ++g) {
+            std::vector<double> s(n_keys), out(hd, 0.0);
+            for (size_t j = 0; j < n_keys; ++j) {
+              for (size_t c = 0; c < hd; ++c) s[j] += double(q[g * hd + c]) * k.value(j, c);
+              s[j] = s[j] * scale + (with_bias ? bias[g] : 0.0f);
+            }
+            const double mx = *std::max_element(s.begin(), s.end());
+            double sum = 0.0;
+            for (size_t j = 0; j < n_keys; ++j) {
+              const double e = std::exp(s[j] - mx);
+              sum += e;
+              ASSERT_NEAR(p2[g * n_keys + j], e, 1e-4);
+              for (size_t c = 0; c < hd; ++c) out[c] += e * v.value(j, c);
+            }
+            ASSERT_NEAR(m2[g], mx, 1e-3 * (1 + std::abs(mx)));
+            ASSERT_NEAR(l2[g] / sum, 1.0, 1e-4);
+            ASSERT_NEAR(m1[g], m2[g], 1e-4f * (1 + std::abs(m2[g])))
+                << bits << " hd=" << hd << " n_q=" << n_q;
+            ASSERT_NEAR(l1[g] / l2[g], 1.0f, 1e-4f);
+            for (size_t c = 0; c < hd; ++c) {
+              ASSERT_NEAR(a2[g * hd + c] / l2[g], out[c] / sum, 1e-4);
+              ASSERT_NEAR(a1[g * hd + c] / l1[g], a2[g * hd + c] / l2[g], 1e-5f) << bits << " hd=" << hd;
+            }
+            if (seed % 4) {
+              for (size_t j = 0; j < n_keys; ++j) ASSERT_NEAR(p1[g * n_keys + j], p2[g * n_keys + j], 1e-4f);
+            }
+          }
         }
-        auto y1 = random_floats(rows * stride, 8), y2 = y1;
-        simd.axpy_codes(packed.data(), bits, n, a.data(), rows, y1.data(), stride);
-        ref.axpy_codes(packed.data(), bits, n, a.data(), rows, y2.data(), stride);
-        for (size_t i = 0; i < y1.size(); ++i) ASSERT_NEAR(y1[i], y2[i], 1e-4f) << bits << " n=" << n;
-        for (size_t g = 0; g < rows; ++g)  // the stride gap is untouched
-          for (size_t j = n; j < stride; ++j) ASSERT_EQ(y1[g * stride + j], y2[g * stride + j]);
-      }
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvCodesSimdTest, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),

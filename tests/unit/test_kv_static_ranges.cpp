@@ -256,11 +256,30 @@ TEST(KvStaticRanges, ProfileRoundTripsAndDrivesKvquant) {
   EXPECT_THROW(make_policy_stack(std::vector<std::string>{"kvquant:bits=4,ranges=static"}, stories()), Error);
   EXPECT_THROW(make_policy_stack(std::vector<std::string>{"kvquant:bits=4,profile=" + path}, stories()),
                Error);
-  p.model_hash = "fnv1a64:0";
+  EXPECT_NO_THROW(make_policy_stack(std::vector<std::string>{"kvsink:k=5,profile=" + path}, stories()));
+
+  // Both policies that read the profile refuse one calibrated on another model, in one line that
+  // names both models.
+  p.model_name = "Other Model";
+  p.model_hash = "fnv1a64:0123456789abcdef";
   write_outlier_profile(path, p);
-  EXPECT_THROW(
-      make_policy_stack(std::vector<std::string>{"kvquant:bits=4,ranges=static,profile=" + path}, stories()),
-      Error);
+  for (const std::string& spec :
+       {"kvquant:bits=4,ranges=static,profile=" + path, "kvsink:k=5,profile=" + path}) {
+    try {
+      make_policy_stack(std::vector<std::string>{spec}, stories());
+      ADD_FAILURE() << spec << " accepted a profile of another model";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("calibrated on another model (Other Model, fnv1a64:0123456789abcdef)"),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find(model_fingerprint(stories())), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  p.model_hash.clear();  // profiles without a model hash are refused too
+  write_outlier_profile(path, p);
+  EXPECT_THROW(make_policy_stack(std::vector<std::string>{"kvsink:k=5,profile=" + path}, stories()), Error);
 }
 
 }  // namespace

@@ -131,20 +131,26 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
   attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc);
 }
 
-void dot_codes(const uint8_t* packed, unsigned bits, size_t n, const float* w, size_t w_stride, size_t n_w,
-               float* out) {
-  for (size_t g = 0; g < n_w; ++g) {
-    float s = 0.0f;
-    for (size_t j = 0; j < n; ++j) s += w[g * w_stride + j] * static_cast<float>(code_at(packed, bits, n, j));
-    out[g] = s;
+void attn_codes(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
+                size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc, float* p) {
+  std::vector<float> s(n_keys), row(head_dim);
+  for (size_t g = 0; g < n_q; ++g) {
+    for (size_t j = 0; j < n_keys; ++j) {
+      decode_coded_row(k, j, row.data());
+      s[j] = scale * dot_f32(q + g * head_dim, row.data(), head_dim) + (bias ? bias[g] : 0.0f);
+    }
+    m[g] = *std::max_element(s.begin(), s.end());
+    l[g] = 0.0f;
+    float* out = acc + g * head_dim;
+    std::fill(out, out + head_dim, 0.0f);
+    for (size_t j = 0; j < n_keys; ++j) {
+      const float e = std::exp(s[j] - m[g]);
+      l[g] += e;
+      if (p) p[g * n_keys + j] = e;
+      decode_coded_row(v, j, row.data());
+      for (size_t x = 0; x < head_dim; ++x) out[x] += e * row[x];
+    }
   }
-}
-
-void axpy_codes(const uint8_t* packed, unsigned bits, size_t n, const float* a, size_t n_a, float* y,
-                size_t y_stride) {
-  for (size_t g = 0; g < n_a; ++g)
-    for (size_t j = 0; j < n; ++j)
-      y[g * y_stride + j] += a[g] * static_cast<float>(code_at(packed, bits, n, j));
 }
 
 }  // namespace
@@ -166,8 +172,7 @@ const SimdOps& scalar_ops() {
                              rope,
                              attn_chunk,
                              attn_gather,
-                             dot_codes,
-                             axpy_codes,
+                             attn_codes,
                              scalar::quantize_q8,
                              scalar::dot_q8,
                              scalar::gemm_q8,

@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "policies/kvquant/outlier_profile.h"
-#include "policies/layer_profile.h"
 
 namespace ts {
 
@@ -31,10 +30,7 @@ KvQuant::KvQuant(PolicyOptions& options) : Policy(options.spec()) {
 
 void KvQuant::bind(const Model& model) {
   if (profile_.empty()) return;
-  OutlierProfile p = read_outlier_profile(profile_);
-  const std::string hash = model_fingerprint(model);
-  TS_CHECK(p.model_hash == hash, profile_, ": calibrated on another model (", p.model_hash, " ", p.model_name,
-           "), this one is ", hash);
+  OutlierProfile p = read_outlier_profile(profile_, model);
   const auto set = std::find_if(p.ranges.begin(), p.ranges.end(),
                                 [&](const CalibratedRanges& r) { return r.excluding == excluding_; });
   TS_CHECK(set != p.ranges.end(), profile_, ": no static ranges excluding ", exclusion_name(excluding_),

@@ -171,4 +171,13 @@ OutlierProfile read_outlier_profile(const std::string& path) {
   return p;
 }
 
+OutlierProfile read_outlier_profile(const std::string& path, const Model& model) {
+  OutlierProfile p = read_outlier_profile(path);
+  TS_CHECK(!p.model_hash.empty(), path, ": no model_hash (recalibrate: tokensieve calibrate kvsink)");
+  const std::string hash = model_fingerprint(model);
+  TS_CHECK(p.model_hash == hash, path, ": calibrated on another model (", p.model_name, ", ", p.model_hash,
+           "); this one is ", model.config().name, ", ", hash);
+  return p;
+}
+
 }  // namespace ts

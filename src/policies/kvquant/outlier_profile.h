@@ -48,5 +48,8 @@ struct OutlierProfile {
 OutlierProfile choose_sink_channel(const Model& model, std::vector<BlockOutliers> layers);
 void write_outlier_profile(const std::string& path, const OutlierProfile& p);
 OutlierProfile read_outlier_profile(const std::string& path);
+// The profile at `path` for `model`: an error naming both models unless it was calibrated on this
+// one (the same model_fingerprint: tensor names, types, shapes and bytes).
+OutlierProfile read_outlier_profile(const std::string& path, const Model& model);
 
 }  // namespace ts

@@ -32,7 +32,7 @@ KvSink::KvSink(PolicyOptions& options) : Policy(options.spec()) {
 
 void KvSink::bind(const Model& model) {
   if (!profile_.empty()) {
-    const OutlierProfile p = read_outlier_profile(profile_);
+    const OutlierProfile p = read_outlier_profile(profile_, model);
     layer_ = p.emergence_layer;
     channel_ = p.channel;
   }
