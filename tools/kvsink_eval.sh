@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Perplexity grid of docs/results/kvsink.md (reduced for a shared 2-core machine): FP16 KV; INT4
-# and INT2 x {none, PFN-5, KVSink-5} x {per-token, KIVI} at group 128, INT2 per-token at group 32,
-# C4 at INT2, and the K sweep at INT2. Fake-quant prefill (prefill=quantized), the paper's protocol.
+# Perplexity grid of docs/results/kvsink.md (the issue's): FP16 KV; INT4 and INT2 x {none, PFN-5,
+# KVSink-5} x {per-token, KIVI} x group {32, 128} on WikiText-2 and C4, and the K sweep
+# {0, 5, 10, 15, 20} at INT2 per-token group 128. Fake-quant prefill (prefill=quantized), the
+# paper's protocol.
 # GRID=static instead: the static-range schemes (S1 per-token K/V, S3 per-channel K + per-token V)
 # at INT4 and INT2 x {none, PFN-5, KVSink-5}, each with the range set calibrated without the
 # tokens it preserves (the PROFILE of tokensieve calibrate kvsink).
@@ -33,13 +34,14 @@ if [ "$grid" = static ]; then
   done; done
   exit 0
 fi
-ppl wikitext2 16 - - none 0
-for bits in 2 4; do for mode in token kivi; do three wikitext2 "$bits" "$mode" 128; done; done
-three wikitext2 2 token 32
-for k in 10 20; do
+for ds in wikitext2 c4; do
+  ppl "$ds" 16 - - none 0
+  for bits in 2 4; do for mode in token kivi; do for group in 32 128; do
+    three "$ds" "$bits" "$mode" "$group"
+  done; done; done
+done
+for k in 10 15 20; do
   q="kvquant:bits=2,group=128,mode=token,prefill=quantized"
   ppl wikitext2 2 token 128 pfn "$k" --policy "$q" --policy "pfn:n=$k"
   ppl wikitext2 2 token 128 kvsink "$k" --policy "$q" --policy "kvsink:k=$k,profile=$profile"
 done
-ppl c4 16 - - none 0
-for mode in token kivi; do three c4 2 "$mode" 128; done
