@@ -101,23 +101,37 @@ void rope(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool
   }
 }
 
-template <class Rows>
-void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
-               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
+// The online-softmax reference every attention kernel shares: for each query g, scores s_j =
+// score(g, j) over the keys, then m = max s, l = sum exp(s - m), acc = sum exp(s - m) * value_j
+// (added by add_value(j, weight, out)); p, when given, receives the unnormalized weights.
+template <class Score, class AddValue>
+void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, float* l, float* acc, float* p,
+                      Score score, AddValue add_value) {
   std::vector<float> s(n_keys);
   for (size_t g = 0; g < n_q; ++g) {
-    for (size_t j = 0; j < n_keys; ++j)
-      s[j] = dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
+    for (size_t j = 0; j < n_keys; ++j) s[j] = score(g, j);
     m[g] = *std::max_element(s.begin(), s.end());
     l[g] = 0.0f;
     float* out = acc + g * head_dim;
     std::fill(out, out + head_dim, 0.0f);
     for (size_t j = 0; j < n_keys; ++j) {
-      const float p = std::exp(s[j] - m[g]);
-      l[g] += p;
-      axpy_f16(p, v + rows[j] * stride, out, head_dim);
+      const float e = std::exp(s[j] - m[g]);
+      l[g] += e;
+      if (p) p[g * n_keys + j] = e;
+      add_value(j, e, out);
     }
   }
+}
+
+template <class Rows>
+void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
+               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
+  attend_reference(
+      n_q, n_keys, head_dim, m, l, acc, nullptr,
+      [&](size_t g, size_t j) {
+        return dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
+      },
+      [&](size_t j, float e, float* out) { axpy_f16(e, v + rows[j] * stride, out, head_dim); });
 }
 
 void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
@@ -133,24 +147,17 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
 
 void attn_codes(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
                 size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc, float* p) {
-  std::vector<float> s(n_keys), row(head_dim);
-  for (size_t g = 0; g < n_q; ++g) {
-    for (size_t j = 0; j < n_keys; ++j) {
-      decode_coded_row(k, j, row.data());
-      s[j] = scale * dot_f32(q + g * head_dim, row.data(), head_dim) + (bias ? bias[g] : 0.0f);
-    }
-    m[g] = *std::max_element(s.begin(), s.end());
-    l[g] = 0.0f;
-    float* out = acc + g * head_dim;
-    std::fill(out, out + head_dim, 0.0f);
-    for (size_t j = 0; j < n_keys; ++j) {
-      const float e = std::exp(s[j] - m[g]);
-      l[g] += e;
-      if (p) p[g * n_keys + j] = e;
-      decode_coded_row(v, j, row.data());
-      for (size_t x = 0; x < head_dim; ++x) out[x] += e * row[x];
-    }
-  }
+  std::vector<float> row(head_dim);
+  attend_reference(
+      n_q, n_keys, head_dim, m, l, acc, p,
+      [&](size_t g, size_t j) {
+        decode_coded_row(k, j, row.data());
+        return scale * dot_f32(q + g * head_dim, row.data(), head_dim) + (bias ? bias[g] : 0.0f);
+      },
+      [&](size_t j, float e, float* out) {
+        decode_coded_row(v, j, row.data());
+        for (size_t x = 0; x < head_dim; ++x) out[x] += e * row[x];
+      });
 }
 
 }  // namespace
