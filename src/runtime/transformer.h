@@ -78,13 +78,19 @@ class Transformer {
   LayerRows rows_;                          // which tokens run each step of the current layer
   std::vector<KvStorage> kv_storage_;       // per rows_.kv row, as the policies chose
   std::vector<uint32_t> stored_positions_;
-  // Partial attention results per (token, KV head, key chunk, query head in group).
+  // Partial attention results per (token, KV head, key chunk, query head in group); attend_listed:
+  // per (gather, key chunk, query head in gather).
   std::vector<float> part_m_, part_l_, part_acc_;
   // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
   std::vector<std::span<const uint32_t>> key_spans_;
   std::vector<std::vector<uint32_t>> key_lists_;
   std::vector<std::vector<float>> attn_probs_;
-  std::vector<std::vector<float>> thread_scores_;
+  // One gather of a list: the (row, query head) index of its first head in key_spans_, and how
+  // many adjacent query heads of one KV head read it.
+  struct Gather {
+    uint32_t task, n_q;
+  };
+  std::vector<Gather> gathers_;
   size_t scratch_tokens_ = 0;
 };
 

@@ -1,0 +1,249 @@
+// The attention step of Transformer::attention_block: dense over the held keys (attend) or over
+// the keys the policies list (attend_listed). Both cut their work into (token, KV head, key
+// chunk) items when there are too few (token, KV head) pairs to keep the threads busy (decode),
+// and merge the chunks' online-softmax partials afterwards (flash-decoding).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/simd_ops.h"
+#include "runtime/kv_attention.h"
+#include "runtime/transformer.h"
+
+namespace ts {
+namespace {
+// Fewest keys per attention work item: below this, merging partial results costs more than it saves.
+constexpr size_t kMinKeyChunk = 256;
+// Below this many (KV head x key) rows, attention runs on the calling thread; and the merge of
+// partial results is shared only in slices of at least this many (token, KV head) pairs.
+constexpr size_t kMinSharedAttentionKeys = 1024;
+constexpr size_t kMinCombinePairs = 16;
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Keys per work item for `items` key streams of at most n_keys_max keys: whole streams when
+// there are enough of them for the threads, else chunks (at least one key).
+size_t key_chunk(size_t items, size_t n_keys_max, size_t threads) {
+  const size_t want_tasks = 4 * threads;
+  size_t chunk = n_keys_max;
+  if (items < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, items)));
+  return std::max<size_t>(chunk, 1);
+}
+
+// One query's output from its partials over disjoint key chunks: part ci sits at index
+// first + ci * step of m (max score), l (sum of exp(score - m); 0 = the chunk had no keys) and
+// acc (head_dim floats per part, the unnormalized value sum). No keys at all: output 0.
+void merge_parts(const std::vector<float>& m, const std::vector<float>& l, const std::vector<float>& acc,
+                 size_t first, size_t step, size_t n_parts, size_t head_dim, float* out) {
+  float mx = -INFINITY;
+  for (size_t ci = 0, p = first; ci < n_parts; ++ci, p += step)
+    if (l[p] > 0.0f) mx = std::max(mx, m[p]);
+  std::fill(out, out + head_dim, 0.0f);
+  float denom = 0.0f;
+  for (size_t ci = 0, p = first; ci < n_parts; ++ci, p += step) {
+    if (l[p] <= 0.0f) continue;
+    const float w = std::exp(m[p] - mx);
+    denom += w * l[p];
+    for (size_t x = 0; x < head_dim; ++x) out[x] += w * acc[p * head_dim + x];
+  }
+  if (denom > 0.0f)
+    for (size_t x = 0; x < head_dim; ++x) out[x] /= denom;
+}
+}  // namespace
+
+// Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
+// The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
+// cache's rows 0..pos, or on an F16 layer with holes (evictions, dropped K/V) its compact copy
+// of the held rows (the j-th key is compact row j). Quantized caches read the held positions.
+void Transformer::attend(size_t layer, size_t pos0) {
+  const ModelConfig& c = model_.config();
+  const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
+  const size_t group = c.n_heads / c.n_kv_heads;
+  const SimdOps& k = ops();
+  const RowSet& rows = rows_.attn;
+  // The keys of row i: positions 0..pos (no holes) or the held ones.
+  const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
+  const uint16_t *key_rows = nullptr, *value_rows = nullptr;
+  if (!cache_.quantized()) {
+    const bool holes = !cache_.holds_all(layer);
+    const KvCache::CompactRows held = holes ? cache_.compact_rows(layer) : KvCache::CompactRows{};
+    key_rows = holes ? held.keys : cache_.key(layer, 0);
+    value_rows = holes ? held.values : cache_.value(layer, 0);
+  }
+
+  // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
+  // head, so a key row is read once for all of them.
+  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = keys_of(rows.size() - 1).size();
+  const size_t chunk = key_chunk(pairs, n_keys_max, static_cast<size_t>(pool_.size()));
+  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk), parts = pairs * n_chunks * group;
+  part_m_.resize(parts);
+  part_l_.resize(parts);
+  part_acc_.resize(parts * hd);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // A short cache (early decode steps) is cheaper to attend inline than to share.
+  const size_t attn_min_items = pairs * n_keys_max < kMinSharedAttentionKeys ? pairs * n_chunks : 1;
+  pool_.parallel_for(
+      pairs * n_chunks,
+      [&](size_t b, size_t e, int) {
+        for (size_t task = b; task < e; ++task) {
+          const size_t pair = task / n_chunks, ci = task % n_chunks;
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+          const std::span<const uint32_t> keys = keys_of(i);  // causal: keys up to this token
+          const size_t start = ci * chunk;
+          float* m = &part_m_[task * group];
+          float* l = &part_l_[task * group];
+          if (start >= keys.size()) {
+            std::fill(l, l + group, 0.0f);
+            continue;
+          }
+          const size_t len = std::min(chunk, keys.size() - start);
+          const float* q = &q_[i * d + kvh * group * hd];
+          float* acc = &part_acc_[task * group * hd];
+          if (cache_.quantized()) {
+            attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
+          } else {
+            k.attn_chunk(q, group, key_rows + start * kv + kvh * hd, value_rows + start * kv + kvh * hd, kv,
+                         len, hd, scale, m, l, acc);
+          }
+        }
+      },
+      attn_min_items);
+  pool_.parallel_for(
+      pairs,
+      [&](size_t b, size_t e, int) {
+        for (size_t pair = b; pair < e; ++pair) {
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+          for (size_t g = 0; g < group; ++g)
+            merge_parts(part_m_, part_l_, part_acc_, pair * n_chunks * group + g, group, n_chunks, hd,
+                        &attn_out_[i * d + (kvh * group + g) * hd]);
+        }
+      },
+      kMinCombinePairs);
+}
+
+// Attention of rows_.attn over explicit key lists, for policies that select keys per (row, query
+// head) or watch the attention probabilities: the positions a policy selects, else those the
+// layer holds up to the token. The lists are chosen first; then each (row, KV head) gathers its
+// keys once for the whole query group when the group's lists agree (holes, group-shared
+// selections), else once per query head, in chunks as attend's when the threads need them
+// (not when a policy watches the probabilities: they come from one pass over the whole list).
+// The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
+void Transformer::attend_listed(size_t layer, size_t pos0) {
+  const ModelConfig& c = model_.config();
+  const size_t d = c.n_embd, hd = c.head_dim, kv = cache_.kv_dim(), n_heads = c.n_heads;
+  const size_t group = c.n_heads / c.n_kv_heads;
+  const SimdOps& k = ops();
+  const RowSet& rows = rows_.attn;
+  const Policy* selector = policies_ ? policies_->key_selector(layer) : nullptr;
+  const bool watched = policies_ && policies_->observes_attention(layer);
+  if (selector) policies_->prepare_keys({layer, pos0, &rows, n_heads, hd, q_.data(), &cache_});
+  const size_t tasks = rows.size() * n_heads;
+  key_spans_.resize(tasks);
+  if (selector) {
+    // One list per (row, query head), or per (row, KV head) shared by the group.
+    const size_t per_list = selector->selects_per_group() ? group : 1, n_lists = tasks / per_list;
+    key_lists_.resize(std::max(key_lists_.size(), n_lists));
+    pool_.parallel_for(n_lists, [&](size_t b, size_t e, int) {
+      for (size_t list_i = b; list_i < e; ++list_i) {
+        const size_t task = list_i * per_list, i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
+        std::vector<uint32_t>& list = key_lists_[list_i];
+        list.clear();
+        selector->select_keys(
+            {layer, pos, h, h / group, {&q_[i * d + h * hd], per_list * hd}, &cache_, per_list},
+            cache_.held(layer, pos), list);
+        for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
+      }
+    });
+  } else {
+    for (size_t task = 0; task < tasks; ++task)
+      key_spans_[task] = cache_.held(layer, pos0 + rows[task / n_heads]);
+  }
+
+  // Gathers: the first query head of a run of n_q heads of one KV head that read the same list.
+  const auto same_keys = [](std::span<const uint32_t> a, std::span<const uint32_t> b) {
+    return a.data() == b.data() ? a.size() == b.size() : std::ranges::equal(a, b);
+  };
+  gathers_.clear();
+  size_t n_keys_max = 0;
+  for (size_t pair = 0; pair < rows.size() * c.n_kv_heads; ++pair) {
+    const size_t i = pair / c.n_kv_heads, h0 = (pair % c.n_kv_heads) * group;
+    bool shared = true;
+    for (size_t g = 1; g < group && shared; ++g)
+      shared = same_keys(key_spans_[i * n_heads + h0], key_spans_[i * n_heads + h0 + g]);
+    const size_t n_q = shared ? group : 1;
+    for (size_t h = h0; h < h0 + group; h += n_q) {
+      gathers_.push_back({static_cast<uint32_t>(i * n_heads + h), static_cast<uint32_t>(n_q)});
+      n_keys_max = std::max(n_keys_max, key_spans_[i * n_heads + h].size());
+    }
+  }
+  const size_t n_gathers = gathers_.size();
+  const size_t chunk = watched ? std::max<size_t>(n_keys_max, 1)
+                               : key_chunk(n_gathers, n_keys_max, static_cast<size_t>(pool_.size()));
+  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
+               parts = n_gathers * n_chunks * group;
+  part_m_.resize(parts);
+  part_l_.resize(parts);
+  part_acc_.resize(parts * hd);
+  if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t attn_min_items = n_gathers * n_keys_max < kMinSharedAttentionKeys ? n_gathers * n_chunks : 1;
+  pool_.parallel_for(
+      n_gathers * n_chunks,
+      [&](size_t b, size_t e, int) {
+        for (size_t task = b; task < e; ++task) {
+          const Gather& gather = gathers_[task / n_chunks];
+          const size_t ci = task % n_chunks, i = gather.task / n_heads, h = gather.task % n_heads;
+          const size_t kvh = h / group, n_q = gather.n_q, start = ci * chunk;
+          const std::span<const uint32_t> list = key_spans_[gather.task];
+          float* m = &part_m_[task * group];
+          float* l = &part_l_[task * group];
+          if (start >= list.size()) {
+            std::fill(l, l + n_q, 0.0f);
+            continue;
+          }
+          const std::span<const uint32_t> keys = list.subspan(start, std::min(chunk, list.size() - start));
+          const float* q = &q_[i * d + h * hd];
+          float* acc = &part_acc_[task * group * hd];
+          thread_local std::vector<float> numerators;  // quantized cache: exp(score - m) per key
+          if (cache_.quantized()) {
+            if (watched) numerators.resize(n_q * keys.size());
+            attend_coded(cache_, layer, kvh, q, n_q, keys, scale, m, l, acc,
+                         watched ? numerators.data() : nullptr);
+          } else {
+            k.attn_gather(q, n_q, cache_.key(layer, 0) + kvh * hd, cache_.value(layer, 0) + kvh * hd, kv,
+                          keys.data(), keys.size(), hd, scale, m, l, acc);
+          }
+          if (!watched) continue;
+          for (size_t g = 0; g < n_q; ++g) {  // probabilities for the observers (one chunk: the whole list)
+            std::vector<float>& p = attn_probs_[gather.task + g];
+            p.resize(keys.size());
+            const float* qg = q + g * hd;
+            for (size_t j = 0; j < keys.size(); ++j)
+              p[j] = cache_.quantized()
+                         ? numerators[g * keys.size() + j] / l[g]
+                         : std::exp(scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, qg, hd) -
+                                    m[g]) /
+                               l[g];
+          }
+        }
+      },
+      attn_min_items);
+  pool_.parallel_for(
+      n_gathers,
+      [&](size_t b, size_t e, int) {
+        for (size_t u = b; u < e; ++u) {
+          const Gather& gather = gathers_[u];
+          const size_t i = gather.task / n_heads, h = gather.task % n_heads;
+          for (size_t g = 0; g < gather.n_q; ++g)
+            merge_parts(part_m_, part_l_, part_acc_, u * n_chunks * group + g, group, n_chunks, hd,
+                        &attn_out_[i * d + (h + g) * hd]);
+        }
+      },
+      kMinCombinePairs);
+  if (!policies_) return;
+  const std::span<const std::vector<float>> probs =
+      watched ? std::span<const std::vector<float>>(attn_probs_).first(tasks)
+              : std::span<const std::vector<float>>();
+  policies_->after_attention({layer, pos0, n_heads, &rows, key_spans_, probs});
+}
+
+}  // namespace ts
