@@ -61,6 +61,11 @@ class Transformer {
                       const KvStorage* storage);
   void attend(size_t layer, size_t pos0);
   void attend_listed(size_t layer, size_t pos0);
+  // How attend and attend_listed cut key streams into work items (see plan_key_chunks).
+  struct KeyChunks {
+    size_t chunk, n_chunks, min_items;
+  };
+  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, bool whole);
   LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;
   void resize_scratch(size_t n_tok);
 

@@ -20,15 +20,6 @@ constexpr size_t kMinCombinePairs = 16;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-// Keys per work item for `items` key streams of at most n_keys_max keys: whole streams when
-// there are enough of them for the threads, else chunks (at least one key).
-size_t key_chunk(size_t items, size_t n_keys_max, size_t threads) {
-  const size_t want_tasks = 4 * threads;
-  size_t chunk = n_keys_max;
-  if (items < want_tasks) chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, items)));
-  return std::max<size_t>(chunk, 1);
-}
-
 // One query's output from its partials over disjoint key chunks: part ci sits at index
 // first + ci * step of m (max score), l (sum of exp(score - m); 0 = the chunk had no keys) and
 // acc (head_dim floats per part, the unnormalized value sum). No keys at all: output 0.
@@ -49,6 +40,26 @@ void merge_parts(const std::vector<float>& m, const std::vector<float>& l, const
     for (size_t x = 0; x < head_dim; ++x) out[x] /= denom;
 }
 }  // namespace
+
+// Keys per work item for `streams` key streams of at most n_keys_max keys: whole streams when
+// there are enough of them for the threads (or `whole` asks for them), else chunks of at least
+// kMinKeyChunk keys. Sizes the partials for (stream, chunk, query head in group).
+Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, bool whole) {
+  const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
+  const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
+  size_t chunk = n_keys_max;
+  if (!whole && streams < want_tasks)
+    chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, streams)));
+  chunk = std::max<size_t>(chunk, 1);
+  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
+               parts = streams * n_chunks * group;
+  part_m_.resize(parts);
+  part_l_.resize(parts);
+  part_acc_.resize(parts * hd);
+  // A short cache (early decode steps) is cheaper to attend inline than to share.
+  const size_t min_items = streams * n_keys_max < kMinSharedAttentionKeys ? streams * n_chunks : 1;
+  return {chunk, n_chunks, min_items};
+}
 
 // Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
 // The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
@@ -73,14 +84,8 @@ void Transformer::attend(size_t layer, size_t pos0) {
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them.
   const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = keys_of(rows.size() - 1).size();
-  const size_t chunk = key_chunk(pairs, n_keys_max, static_cast<size_t>(pool_.size()));
-  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk), parts = pairs * n_chunks * group;
-  part_m_.resize(parts);
-  part_l_.resize(parts);
-  part_acc_.resize(parts * hd);
+  const auto [chunk, n_chunks, attn_min_items] = plan_key_chunks(pairs, n_keys_max, false);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // A short cache (early decode steps) is cheaper to attend inline than to share.
-  const size_t attn_min_items = pairs * n_keys_max < kMinSharedAttentionKeys ? pairs * n_chunks : 1;
   pool_.parallel_for(
       pairs * n_chunks,
       [&](size_t b, size_t e, int) {
@@ -176,16 +181,9 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
     }
   }
   const size_t n_gathers = gathers_.size();
-  const size_t chunk = watched ? std::max<size_t>(n_keys_max, 1)
-                               : key_chunk(n_gathers, n_keys_max, static_cast<size_t>(pool_.size()));
-  const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
-               parts = n_gathers * n_chunks * group;
-  part_m_.resize(parts);
-  part_l_.resize(parts);
-  part_acc_.resize(parts * hd);
+  const auto [chunk, n_chunks, attn_min_items] = plan_key_chunks(n_gathers, n_keys_max, watched);
   if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t attn_min_items = n_gathers * n_keys_max < kMinSharedAttentionKeys ? n_gathers * n_chunks : 1;
   pool_.parallel_for(
       n_gathers * n_chunks,
       [&](size_t b, size_t e, int) {
