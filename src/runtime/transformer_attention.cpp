@@ -84,7 +84,8 @@ void Transformer::attend(size_t layer, size_t pos0) {
   // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
   // head, so a key row is read once for all of them.
   const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = keys_of(rows.size() - 1).size();
-  const auto [chunk, n_chunks, attn_min_items] = plan_key_chunks(pairs, n_keys_max, false);
+  const KeyChunks plan = plan_key_chunks(pairs, n_keys_max, false);
+  const size_t chunk = plan.chunk, n_chunks = plan.n_chunks;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(
       pairs * n_chunks,
@@ -111,7 +112,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
           }
         }
       },
-      attn_min_items);
+      plan.min_items);
   pool_.parallel_for(
       pairs,
       [&](size_t b, size_t e, int) {
@@ -181,7 +182,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
     }
   }
   const size_t n_gathers = gathers_.size();
-  const auto [chunk, n_chunks, attn_min_items] = plan_key_chunks(n_gathers, n_keys_max, watched);
+  const KeyChunks plan = plan_key_chunks(n_gathers, n_keys_max, watched);
+  const size_t chunk = plan.chunk, n_chunks = plan.n_chunks;
   if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(
@@ -224,7 +226,7 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           }
         }
       },
-      attn_min_items);
+      plan.min_items);
   pool_.parallel_for(
       n_gathers,
       [&](size_t b, size_t e, int) {
