@@ -19,11 +19,12 @@ void quantize_activations(const float* x, size_t n_tok, size_t cols, Q8Activatio
   q.cols = cols;
   q.qs.resize(n_tok * cols);
   q.d.resize(n_tok * q.blocks_per_row());
-  q.s.resize(n_tok * q.blocks_per_row());
+  q.sums.resize(2 * n_tok * q.blocks_per_row());
   pool.parallel_for(n_tok, [&](size_t b, size_t e, int) {
-    for (size_t t = b; t < e; ++t)
-      k.quantize_q8(x + t * cols, cols, q.qs.data() + t * cols, q.d.data() + t * q.blocks_per_row(),
-                    q.s.data() + t * q.blocks_per_row());
+    for (size_t t = b; t < e; ++t) {
+      const size_t at = t * q.blocks_per_row();
+      k.quantize_q8(x + t * cols, cols, q.qs.data() + t * cols, q.d.data() + at, q.sums.data() + 2 * at);
+    }
   });
 }
 
@@ -47,15 +48,8 @@ void matmul_quantized(std::initializer_list<MatmulJob> jobs, const float* x, siz
         const size_t r0 = (b - first_tile) * kRowTile, r1 = std::min(w.rows, (e - first_tile) * kRowTile);
         for (size_t t0 = 0; t0 < n_tok; t0 += kTokenTile) {
           const size_t nt = std::min(kTokenTile, n_tok - t0);
-          float* y = j.y + t0 * w.rows + r0;
-          if (w.packed) {
-            k.gemm_packed(w.traits->type,
-                          w.packed + r0 / kPackRows * packed_group_bytes(w.traits->type, w.cols), r1 - r0,
-                          w.cols, q, t0, nt, y, w.rows);
-          } else {
-            k.gemm_q8(w.traits->type, w.data + r0 * w.row_stride(), w.row_stride(), r1 - r0, q, t0, nt, y,
-                      w.rows);
-          }
+          k.gemm_packed(w.traits->type, w.packed + r0 / kPackRows * packed_group_bytes(w.traits->type, w.cols),
+                        r1 - r0, w.cols, q, t0, nt, j.y + t0 * w.rows + r0, w.rows);
         }
       }
       first_tile += tiles;
@@ -120,18 +114,16 @@ void matmul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadP
 
 void matmul_many(std::initializer_list<MatmulJob> jobs, const float* x, size_t n_tok, ThreadPool& pool,
                  MatmulPrecision precision) {
-  const size_t cols = jobs.begin()->w->cols;
-  bool all_q8 = precision == MatmulPrecision::Fast;
-  for (const MatmulJob& j : jobs) all_q8 = all_q8 && j.w->cols == cols && has_q8_dot(j.w->traits->type);
-  if (all_q8 && cols % kQ8Block == 0) {
-    matmul_quantized(jobs, x, n_tok, pool);
-  } else {
-    for (const MatmulJob& j : jobs) {
-      if (precision == MatmulPrecision::Fast && j.w->traits->type == QuantType::BF16) {
-        matmul_bf16(*j.w, x, n_tok, j.y, pool);
-      } else {
-        matmul_float(*j.w, x, n_tok, j.y, pool);
-      }
+  bool all_packed = precision == MatmulPrecision::Fast;
+  for (const MatmulJob& j : jobs) all_packed = all_packed && j.w->packed;
+  if (all_packed) return matmul_quantized(jobs, x, n_tok, pool);
+  for (const MatmulJob& j : jobs) {
+    if (precision == MatmulPrecision::Fast && j.w->packed) {
+      matmul_quantized({j}, x, n_tok, pool);
+    } else if (precision == MatmulPrecision::Fast && j.w->traits->type == QuantType::BF16) {
+      matmul_bf16(*j.w, x, n_tok, j.y, pool);
+    } else {
+      matmul_float(*j.w, x, n_tok, j.y, pool);
     }
   }
 }

@@ -10,7 +10,7 @@
 namespace ts {
 
 // A weight matrix as stored in the file: `rows` rows of `cols` elements, row-major in blocks; and,
-// for the fast products, optionally the same rows packed in groups (kernels/packed_rows.h).
+// for the fast integer products, optionally the same rows packed in groups (kernels/packed_rows.h).
 struct WeightView {
   const QuantTraits* traits = nullptr;
   const uint8_t* data = nullptr;
@@ -19,8 +19,8 @@ struct WeightView {
   size_t row_stride() const { return row_bytes(*traits, cols); }
 };
 
-// Fast: activations quantized to 8-bit blocks for integer dot products (as llama.cpp; the
-// default). Exact: weights converted to float and multiplied in float32, to compare with a
+// Fast: activations quantized to 8-bit blocks for integer products with packed weights (as
+// llama.cpp; the default; BF16 weights by BF16 products, others in float). Exact: weights converted to float and multiplied in float32, to compare with a
 // float reference implementation.
 enum class MatmulPrecision { Fast, Exact };
 

@@ -6,21 +6,6 @@
 
 namespace ts {
 
-bool has_code_form(QuantType type) {
-  switch (type) {
-    case QuantType::Q5_0:
-    case QuantType::Q5_1:
-    case QuantType::Q2_K:
-    case QuantType::Q3_K:
-    case QuantType::Q4_K:
-    case QuantType::Q5_K:
-    case QuantType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
 
 template <class Block>
@@ -28,30 +13,13 @@ const Block& as(const uint8_t* p) {
   return *reinterpret_cast<const Block*>(p);
 }
 
-void fill(float* a, float* b, size_t n, float av, float bv) {
-  for (size_t g = 0; g < n; ++g) {
-    a[g] = av;
-    b[g] = bv;
-  }
-}
-
-// Q4_K / Q5_K: 8 groups of 32, each two groups of 16 here.
-void k45_scales(const uint8_t* scales, uint16_t d16, uint16_t dmin16, float* a, float* b) {
-  const float d = fp16_to_float(d16), dmin = fp16_to_float(dmin16);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    q4_k_scale_min(j, scales, &sc, &m);
-    fill(a + 2 * j, b + 2 * j, 2, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
-  }
-}
-
 // Q5_0/Q5_1: nibbles of qs plus bit j of the little-endian qh as bit 4 of element j.
-void q5_codes(const uint8_t* qh_bytes, const uint8_t* qs, uint8_t* u) {
+void q5_codes(const uint8_t* qh_bytes, const uint8_t* qs, int* u) {
   uint32_t qh;
   std::memcpy(&qh, qh_bytes, 4);
   for (int j = 0; j < 16; ++j) {
-    u[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((qh >> j) & 1u) << 4));
-    u[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+    u[j] = static_cast<int>((qs[j] & 0xF) | (((qh >> j) & 1u) << 4));
+    u[j + 16] = static_cast<int>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
   }
 }
 
@@ -62,56 +30,83 @@ int q2_field(const uint8_t* qs, size_t i) {
 
 }  // namespace
 
-void block_group_scales(QuantType type, const uint8_t* p, float* a, float* b) {
+BlockFields block_fields(QuantType type, const uint8_t* p) {
+  BlockFields f;
   switch (type) {
+    case QuantType::Q4_0:
+      f.d = as<BlockQ4_0>(p).d;
+      break;
+    case QuantType::Q4_1:
+      f.d = as<BlockQ4_1>(p).d;
+      f.m = as<BlockQ4_1>(p).m;
+      break;
     case QuantType::Q5_0:
-      fill(a, b, 2, fp16_to_float(as<BlockQ5_0>(p).d), 0.0f);
-      return;
+      f.d = as<BlockQ5_0>(p).d;
+      break;
     case QuantType::Q5_1:
-      fill(a, b, 2, fp16_to_float(as<BlockQ5_1>(p).d), fp16_to_float(as<BlockQ5_1>(p).m));
-      return;
+      f.d = as<BlockQ5_1>(p).d;
+      f.m = as<BlockQ5_1>(p).m;
+      break;
+    case QuantType::Q8_0:
+      f.d = as<BlockQ8_0>(p).d;
+      break;
     case QuantType::Q2_K: {
       const auto& blk = as<BlockQ2_K>(p);
-      const float d = fp16_to_float(blk.d), dmin = fp16_to_float(blk.dmin);
+      f.d = blk.d;
+      f.m = blk.dmin;
       for (size_t g = 0; g < 16; ++g) {
-        a[g] = d * static_cast<float>(blk.scales[g] & 0xF);
-        b[g] = -dmin * static_cast<float>(blk.scales[g] >> 4);
+        f.sc[g] = blk.scales[g] & 0xF;
+        f.mn[g] = blk.scales[g] >> 4;
       }
-      return;
+      break;
     }
     case QuantType::Q3_K: {
       const auto& blk = as<BlockQ3_K>(p);
-      const float d = fp16_to_float(blk.d);
+      f.d = blk.d;
       int8_t sc[16];
       unpack_q3_k_scales(blk.scales, sc);
-      for (size_t g = 0; g < 16; ++g) {
-        a[g] = d * static_cast<float>(sc[g]);
-        b[g] = 0.0f;
-      }
-      return;
+      for (size_t g = 0; g < 16; ++g) f.sc[g] = sc[g];
+      break;
     }
     case QuantType::Q4_K:
-      k45_scales(as<BlockQ4_K>(p).scales, as<BlockQ4_K>(p).d, as<BlockQ4_K>(p).dmin, a, b);
-      return;
-    case QuantType::Q5_K:
-      k45_scales(as<BlockQ5_K>(p).scales, as<BlockQ5_K>(p).d, as<BlockQ5_K>(p).dmin, a, b);
-      return;
+    case QuantType::Q5_K: {  // d, dmin and scales at the same offsets in both
+      const auto& blk = as<BlockQ4_K>(p);
+      f.d = blk.d;
+      f.m = blk.dmin;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        q4_k_scale_min(j, blk.scales, &sc, &m);
+        f.sc[j] = sc;
+        f.mn[j] = m;
+      }
+      break;
+    }
     case QuantType::Q6_K: {
       const auto& blk = as<BlockQ6_K>(p);
-      const float d = fp16_to_float(blk.d);
-      for (size_t g = 0; g < 16; ++g) {
-        a[g] = d * static_cast<float>(blk.scales[g]);
-        b[g] = 0.0f;
+      f.d = blk.d;
+      for (size_t g = 0; g < 16; ++g) f.sc[g] = blk.scales[g];
+      break;
+    }
+    default:
+      break;
+  }
+  return f;
+}
+
+void block_codes(QuantType type, const uint8_t* p, int* u) {
+  switch (type) {
+    case QuantType::Q4_0:
+    case QuantType::Q4_1: {
+      const uint8_t* qs = type == QuantType::Q4_0 ? as<BlockQ4_0>(p).qs : as<BlockQ4_1>(p).qs;
+      for (size_t j = 0; j < 16; ++j) {
+        u[j] = qs[j] & 0xF;
+        u[j + 16] = qs[j] >> 4;
       }
       return;
     }
-    default:
+    case QuantType::Q8_0:
+      for (size_t j = 0; j < kQK8_0; ++j) u[j] = as<BlockQ8_0>(p).qs[j];
       return;
-  }
-}
-
-void block_codes(QuantType type, const uint8_t* p, uint8_t* u) {
-  switch (type) {
     case QuantType::Q5_0:
       q5_codes(as<BlockQ5_0>(p).qh, as<BlockQ5_0>(p).qs, u);
       return;
@@ -119,12 +114,12 @@ void block_codes(QuantType type, const uint8_t* p, uint8_t* u) {
       q5_codes(as<BlockQ5_1>(p).qh, as<BlockQ5_1>(p).qs, u);
       return;
     case QuantType::Q2_K:
-      for (size_t i = 0; i < kQK_K; ++i) u[i] = static_cast<uint8_t>(q2_field(as<BlockQ2_K>(p).qs, i));
+      for (size_t i = 0; i < kQK_K; ++i) u[i] = q2_field(as<BlockQ2_K>(p).qs, i);
       return;
     case QuantType::Q3_K: {  // q2 - (high bit ? 0 : 4) = (q2 + 4 * high bit) - 4
       const auto& blk = as<BlockQ3_K>(p);
       for (size_t i = 0; i < kQK_K; ++i)
-        u[i] = static_cast<uint8_t>(q2_field(blk.qs, i) | (((blk.hmask[i % 32] >> (i / 32)) & 1) << 2));
+        u[i] = q2_field(blk.qs, i) | (((blk.hmask[i % 32] >> (i / 32)) & 1) << 2);
       return;
     }
     case QuantType::Q4_K:
@@ -134,7 +129,7 @@ void block_codes(QuantType type, const uint8_t* p, uint8_t* u) {
       for (size_t i = 0; i < kQK_K; ++i) {
         int q = (qs[(i / 64) * 32 + i % 32] >> (((i % 64) / 32) * 4)) & 0xF;
         if (five) q |= ((as<BlockQ5_K>(p).qh[i % 32] >> (i / 32)) & 1) << 4;
-        u[i] = static_cast<uint8_t>(q);
+        u[i] = q;
       }
       return;
     }
@@ -144,7 +139,7 @@ void block_codes(QuantType type, const uint8_t* p, uint8_t* u) {
         const size_t half = i / 128, r = i % 128;
         const int lo = (blk.ql[half * 64 + r % 64] >> ((r / 64) * 4)) & 0xF;
         const int hi = (blk.qh[half * 32 + r % 32] >> ((r / 32) * 2)) & 3;
-        u[i] = static_cast<uint8_t>(lo | (hi << 4));
+        u[i] = lo | (hi << 4);
       }
       return;
     }

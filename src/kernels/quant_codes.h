@@ -1,10 +1,11 @@
 #pragma once
-// The integer form in which the dot kernels see Q5_0/Q5_1 and the k-quants (Q2_K..Q6_K): a block's
-// values are x = a_g * (u - c) + b_g, with unsigned codes u (at most 6 bits, so u8 x s8 products
-// never saturate), a constant code offset c per type, and float a_g, b_g per group g of 16
-// values. Against 8-bit activations q with block scale d_x, a group then contributes
-//   d_x * (a_g * (sum u*q - c * sum q) + b_g * sum q),
-// whose sums are exact integers; only the final scaling is float.
+// The integer form in which the packed kernels see every block type (kernels/packed_rows.h): a
+// block's values are x = a_g * (u - c) + b_g with unsigned codes u (at most 6 bits, so u8 x s8
+// products never saturate; Q8_0 keeps its signed bytes), a constant code offset c per type, and
+// per group g of 16 or 32 values a_g = d * sc_g, b_g = -dmin * mn_g for the k-quants, a = d and
+// b = m for the legacy types. Against 8-bit activations q with block scale d_x, a group then
+// contributes  d_x * (a_g * (sum u*q - c * sum q) + b_g * sum q),  whose sums are exact integers.
+// These are the scalar readers of the GGUF blocks that pack_rows uses.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,17 +13,15 @@
 
 namespace ts {
 
-inline constexpr size_t kCodeGroup = 16;
+// One source block's scale fields: fp16 bit patterns d and m (the minimum, or the k-quants' dmin;
+// 0 where the type has none) and, for the k-quants, the integer scale and minimum of each group.
+struct BlockFields {
+  uint16_t d = 0, m = 0;
+  int sc[16] = {}, mn[16] = {};
+};
+BlockFields block_fields(QuantType type, const uint8_t* block);
 
-// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
-bool has_code_form(QuantType type);
-// c: 16 for Q5_0, 4 for Q3_K, 32 for Q6_K, 0 for the types with a minimum (b, zero otherwise).
-constexpr int code_offset(QuantType type) {
-  return type == QuantType::Q5_0 ? 16 : type == QuantType::Q3_K ? 4 : type == QuantType::Q6_K ? 32 : 0;
-}
-// a and b of each group of 16 of one block (block_elems / 16 entries each).
-void block_group_scales(QuantType type, const uint8_t* block, float* a, float* b);
-// The codes u of one block (block_elems bytes): the scalar reference of the SIMD unpackers.
-void block_codes(QuantType type, const uint8_t* block, uint8_t* u);
+// The codes u of one block (block_elems values; Q8_0's int8 values as they are).
+void block_codes(QuantType type, const uint8_t* block, int* u);
 
 }  // namespace ts

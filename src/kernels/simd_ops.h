@@ -75,24 +75,15 @@ struct SimdOps {
                      size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc,
                      float* p);
 
-  // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d).
-  void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, float* s);
-  // Dot product of one stored weight row of a block type (has_q8_dot) with one quantized
-  // activation row of n_blocks blocks of 32.
-  float (*dot_q8)(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks);
-  // The same products for n_rows weight rows (row_stride bytes apart) and
-  // tokens t0..t0+n_tok of x: y[t * y_stride + r]. Register-blocked where the ISA allows.
-  void (*gemm_q8)(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
-                  size_t t0, size_t n_tok, float* y, size_t y_stride);
-  // The same products over weights packed in groups of 16 rows (kernels/packed_rows.h; Q4_0, Q4_1,
-  // Q8_0): rows 0..n_rows of the groups starting at w, of `cols` columns.
+  // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d),
+  // and sums[2b], sums[2b + 1] the sums of q over each half of block b.
+  void (*quantize_q8)(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums);
+  // y[t * y_stride + r] = dot(weight row r, activation row t0 + t) for r < n_rows, t < n_tok, over
+  // weights packed in groups of 16 rows (kernels/packed_rows.h; every packable type): rows
+  // 0..n_rows of the groups starting at w, of `cols` columns.
   void (*gemm_packed)(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
                       size_t t0, size_t n_tok, float* y, size_t y_stride);
 };
-
-// Block types with an integer dot product against 8-bit activations: Q4_0/Q4_1/Q8_0 and the code
-// form of kernels/quant_codes.h.
-bool has_q8_dot(QuantType type);
 
 // Round to nearest even, as f32_to_bf16 (and vcvtneps2bf16); NaN stays a quiet NaN.
 inline uint16_t float_to_bf16(float f) {

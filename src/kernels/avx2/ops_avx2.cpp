@@ -88,8 +88,6 @@ struct VecAvx2 {
 
 struct QuantKernels {
   static constexpr auto quantize_q8 = avx2::quantize_q8;
-  static constexpr auto dot_q8 = avx2::dot_q8;
-  static constexpr auto gemm_q8 = avx2::gemm_q8;
   static constexpr auto gemm_packed = avx2::gemm_packed;
 };
 

@@ -1,12 +1,10 @@
-// AVX2 activation quantization and integer dot products (maddubs: u8 x s8 -> s16 pairs).
+// AVX2 activation quantization and packed integer products (maddubs: u8 x s8 -> s16 pairs).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/code_dot_x86.h"
 #include "kernels/packed_gemm_x86.h"
-#include "kernels/quant_blocks.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/x86_helpers.h"
 
@@ -18,38 +16,6 @@ __m256i dot_u8_s8(__m256i w, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
 }
 
-template <class Block, bool kHasMin>
-float dot_q4(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  const auto* blocks = reinterpret_cast<const Block*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  float offset = 0.0f;
-  for (size_t b = 0; b < n_blocks; ++b) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    const __m256i sum = dot_u8_s8(unpack_q4_block(blocks[b].qs), xq);
-    const float dw = half(blocks[b].d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * x.d[b]), acc);
-    if constexpr (kHasMin) {
-      offset += half(blocks[b].m) * x.s[b];
-    } else {
-      offset -= 8.0f * dw * x.s[b];
-    }
-  }
-  return hsum256(acc) + offset;
-}
-
-float q8_0_dot(const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  for (size_t b = 0; b < n_blocks; ++b) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + b * kQ8Block));
-    // maddubs needs an unsigned operand: |w| times x carrying w's sign.
-    const __m256i sum = dot_u8_s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half(blocks[b].d) * x.d[b]), acc);
-  }
-  return hsum256(acc);
-}
-
 // Packed groups (packed_gemm_x86.h): one ymm lane per row, half a 16-row group per pass.
 struct PackedAvx2 {
   using F = __m256;
@@ -58,14 +24,22 @@ struct PackedAvx2 {
   static constexpr int kTokens = 4;      // 4 float + 4 int accumulators and the codes: 16 ymm
   static constexpr int kSignedBias = 0;  // signed weights through the sign trick, no bias
   static F zero() { return _mm256_setzero_ps(); }
+  static I iset1(int a) { return _mm256_set1_epi32(a); }
+  static I isub(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I izero() { return _mm256_setzero_si256(); }
   static F set1(float a) { return _mm256_set1_ps(a); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static F halves(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static I low_nibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-  static I high_nibbles(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+  static I srl(I v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+  static I sll(I v, int n) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n)); }
+  static I and_bytes(I v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(mask))); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  // kRows scale bytes of a k-quant unit as floats.
+  static F u8_to_f(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load8(p))); }
+  static F i8_to_f(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load8(p))); }
+  static __m128i load8(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
   static I broadcast4(const int8_t* x) {
     int32_t v;
     std::memcpy(&v, x, 4);
@@ -81,6 +55,7 @@ struct PackedAvx2 {
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
   static void store(float* y, F v, size_t n) {
     if (n == kRows) return _mm256_storeu_ps(y, v);
     alignas(32) float tmp[kRows];
@@ -89,14 +64,9 @@ struct PackedAvx2 {
   }
 };
 
-// The u8 x s8 product of the code-form kernels.
-struct Avx2IntDot {
-  static __m256i dot(__m256i u, __m256i x) { return dot_u8_s8(u, x); }
-};
-
 }  // namespace
 
-void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
+void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (size_t b = 0; b < n / kQ8Block; ++b) {
     __m256 v[4];
@@ -115,31 +85,15 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, float* s) {
     const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQ8Block), ordered);
     d[b] = am / 127.0f;
-    s[b] = d[b] * hsum256(_mm256_cvtepi32_ps(total));
-  }
-}
-
-float dot_q8(QuantType type, const uint8_t* w, const Q8Row& x, size_t n_blocks) {
-  switch (type) {
-    case QuantType::Q4_0:
-      return dot_q4<BlockQ4_0, false>(w, x, n_blocks);
-    case QuantType::Q4_1:
-      return dot_q4<BlockQ4_1, true>(w, x, n_blocks);
-    case QuantType::Q8_0:
-      return q8_0_dot(w, x, n_blocks);
-    default:
-      return dot_code_form<Avx2IntDot>(type, w, x, n_blocks);
+    const int sum = hsum256_epi32(total), first = hsum256_epi32(_mm256_add_epi32(q[0], q[1]));
+    sums[2 * b] = static_cast<int16_t>(first);
+    sums[2 * b + 1] = static_cast<int16_t>(sum - first);
   }
 }
 
 void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
                  size_t t0, size_t n_tok, float* y, size_t y_stride) {
   gemm_packed_impl<PackedAvx2>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
-}
-
-void gemm_q8(QuantType type, const uint8_t* w, size_t row_stride, size_t n_rows, const Q8Activations& x,
-             size_t t0, size_t n_tok, float* y, size_t y_stride) {
-  gemm_by_dots<dot_q8>(type, w, row_stride, n_rows, x, t0, n_tok, y, y_stride);
 }
 
 }  // namespace ts::avx2

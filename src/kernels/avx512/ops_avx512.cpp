@@ -68,8 +68,6 @@ struct VecAvx512 {
 
 struct QuantKernels {
   static constexpr auto quantize_q8 = avx512::quantize_q8;
-  static constexpr auto dot_q8 = avx512::dot_q8;
-  static constexpr auto gemm_q8 = avx512::gemm_q8;
   static constexpr auto gemm_packed = avx512::gemm_packed;
 };
 

@@ -181,8 +181,6 @@ const SimdOps& scalar_ops() {
                              attn_gather,
                              attn_codes,
                              scalar::quantize_q8,
-                             scalar::dot_q8,
-                             scalar::gemm_q8,
                              scalar::gemm_packed};
   return table;
 }
