@@ -1,24 +1,42 @@
 #!/usr/bin/env python3
-"""Side-by-side throughput: tokensieve vs llama.cpp (through llama-cpp-python) on the same GGUF,
-threads, prompt length, generation length and depth, repetitions interleaved in one run.
+"""Side-by-side throughput: tokensieve vs llama.cpp (through llama-cpp-python) on the same GGUF and
+threads, over a matrix of models x threads x tests, repetitions interleaved in one run.
 
-    python3 bench/compare_llamacpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -p 512 -n 128 -d 0 -r 5
+    python3 bench/compare_llamacpp.py                       # both project models, -t 1 and 2, 3 reps
+    python3 bench/compare_llamacpp.py -m models/X.gguf -t 2 --tests pp512,tg128 -r 5
+    python3 bench/compare_llamacpp.py --write BENCHMARKS.md # replace the tables between the markers
 
-Prints a table of tokens/s and the ratio ours/llama.cpp (min / median / max over repetitions);
---json prints one object. llama.cpp runs in this process through llama-cpp-python's low-level API
-(llama_decode on batches), with its default F16 KV cache, as our engine uses.
+Tests: ppN (prefill N tokens), tgN (decode N tokens after an empty cache), tgN@dD (decode N tokens
+after a D-token context). Prints one markdown table per model with tokens/s (median over
+repetitions) and the ratio ours / llama.cpp (min / median / max), the instruction set our engine
+used (TS_SIMD caps it), the load average before and after, and for decode at depth 0 the fraction of
+the read bandwidth our `bench` measured in the same run. llama.cpp runs in this process through
+llama-cpp-python's low-level API (llama_decode on batches of 512) with its default F16 KV cache, as
+our engine uses. Measure only on a quiet machine: nothing else running.
 """
 import argparse
 import ctypes
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "Qwen2.5-Coder-0.5B-Instruct.gguf"]
+BEGIN, END = "<!-- compare_llamacpp:begin -->", "<!-- compare_llamacpp:end -->"
+
+
+def _make_quiet_log():
+    import llama_cpp as L
+
+    return L.ggml_log_callback(lambda level, text, user_data: None)
+
+
+_quiet_log = None
 
 
 class LlamaCpp:
@@ -26,6 +44,9 @@ class LlamaCpp:
         import llama_cpp as L
 
         self.L = L
+        global _quiet_log
+        _quiet_log = _quiet_log or _make_quiet_log()
+        L.llama_log_set(_quiet_log, ctypes.c_void_p())  # model-load chatter would bury the progress lines
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = 0
@@ -41,6 +62,11 @@ class LlamaCpp:
         self.ctx = L.llama_init_from_model(self.model, cp)
         self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
         self.batch = L.llama_batch_init(512, 0, 1)
+
+    def close(self):
+        self.L.llama_batch_free(self.batch)
+        self.L.llama_free(self.ctx)
+        self.L.llama_model_free(self.model)
 
     def clear(self):
         self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
@@ -61,85 +87,145 @@ class LlamaCpp:
                 sys.exit("error: llama_decode failed")
         self.L.llama_synchronize(self.ctx)
 
-    def bench(self, n_prompt, n_gen, depth, rng):
-        out = {}
-        if n_prompt:
-            toks = [rng.randrange(100, self.n_vocab) for _ in range(n_prompt)]
-            self.clear()
+    def run(self, test, rng):
+        """Tokens/s of one test (see parse_test)."""
+        kind, n, depth = test
+        self.clear()
+        tokens = lambda k: [rng.randrange(100, self.n_vocab) for _ in range(k)]
+        if kind == "pp":
+            prompt = tokens(n)
             t0 = time.perf_counter()
-            self.decode(toks, 0)
-            out["prefill_tps"] = n_prompt / (time.perf_counter() - t0)
-        if n_gen:
-            self.clear()
-            if depth:
-                self.decode([rng.randrange(100, self.n_vocab) for _ in range(depth)], 0)
-            gen = [rng.randrange(100, self.n_vocab) for _ in range(n_gen)]
-            t0 = time.perf_counter()
-            for i, t in enumerate(gen):
-                self.decode([t], depth + i)
-            out["decode_tps"] = n_gen / (time.perf_counter() - t0)
-        return out
+            self.decode(prompt, 0)
+            return n / (time.perf_counter() - t0)
+        if depth:
+            self.decode(tokens(depth), 0)
+        gen = tokens(n)
+        t0 = time.perf_counter()
+        for i, t in enumerate(gen):
+            self.decode([t], depth + i)
+        return n / (time.perf_counter() - t0)
 
 
-def ours(binary, model, threads, n_prompt, n_gen, depth):
-    cmd = [binary, "bench", "-m", model, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth),
+def parse_test(name):
+    m = re.fullmatch(r"(pp|tg)(\d+)(?:@d(\d+))?", name)
+    if not m or (m.group(1) == "pp" and m.group(3)):
+        sys.exit(f"error: bad test '{name}' (ppN, tgN or tgN@dD)")
+    return m.group(1), int(m.group(2)), int(m.group(3) or 0)
+
+
+def test_name(test):
+    kind, n, depth = test
+    return f"pp{n}" if kind == "pp" else f"tg{n} @ d{depth}"
+
+
+def ours(binary, model, threads, test):
+    kind, n, depth = test
+    p, g = (n, 0) if kind == "pp" else (0, n)
+    cmd = [binary, "bench", "-m", model, "-t", str(threads), "-p", str(p), "-n", str(g), "-d", str(depth),
            "-r", "1", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"error: {' '.join(cmd)} failed: {res.stderr.strip()}")
-    return json.loads(res.stdout)
+    j = json.loads(res.stdout)
+    j["tps"] = j["prefill_tps"] if kind == "pp" else j["decode_tps"]
+    return j
 
 
 def summary(values):
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+def measure(model, threads_list, tests, reps, binary, seed):
+    """One model's rows: for each thread count, every test interleaved with llama.cpp, reps times."""
+    rows = []
+    for threads in threads_list:
+        n_ctx = max(t[1] + t[2] for t in tests) + 16
+        ref = LlamaCpp(model, threads, n_ctx)
+        rng = random.Random(seed)
+        ref.run(("pp", 32, 0), rng)  # warm-up: page the weights in
+        for test in tests:
+            mine, theirs, fractions, simd = [], [], [], None
+            for rep in range(reps):
+                o = ours(binary, model, threads, test)
+                r = ref.run(test, rng)
+                mine.append(o["tps"])
+                theirs.append(r)
+                simd = o["simd"]
+                if test[0] == "tg":
+                    fractions.append(o["decode_bandwidth_fraction"])
+                print(f"{os.path.basename(model)} -t {threads} {test_name(test)} rep {rep + 1}/{reps}: "
+                      f"ours {o['tps']:.1f} llama.cpp {r:.1f} t/s", file=sys.stderr)
+            rows.append({"threads": threads, "test": test_name(test), "simd": simd, "ours": summary(mine),
+                         "llama_cpp": summary(theirs), "ratio": summary([x / y for x, y in zip(mine, theirs)]),
+                         "bandwidth_fraction": statistics.median(fractions) if fractions else None,
+                         "machine_bandwidth_gbs": o["machine_bandwidth_gbs"]})
+        ref.close()
+    return rows
+
+
+def table(model, rows, load_before, load_after, version):
+    out = [f"### {os.path.basename(model)}", "",
+           f"llama-cpp-python {version}; load average {load_before:.2f} before, {load_after:.2f} after; "
+           f"ratio = ours / llama.cpp over the repetitions (min / median / max).", "",
+           "| threads | simd | test | ours t/s | llama.cpp t/s | ratio min | ratio median | ratio max | "
+           "decode bandwidth (of measured) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        bw = (f"{100 * r['bandwidth_fraction']:.0f}% of {r['machine_bandwidth_gbs']:.1f} GB/s"
+              if r["bandwidth_fraction"] is not None else "")
+        out.append(f"| {r['threads']} | {r['simd']} | {r['test']} | {r['ours']['median']:.1f} | "
+                   f"{r['llama_cpp']['median']:.1f} | {r['ratio']['min']:.2f} | {r['ratio']['median']:.2f} | "
+                   f"{r['ratio']['max']:.2f} | {bw} |")
+    return "\n".join(out)
+
+
+def write_tables(path, text):
+    doc = open(path).read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"error: {path} has no {BEGIN} ... {END} markers")
+    head, rest = doc.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    open(path, "w").write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
-    ap.add_argument("-p", "--n-prompt", type=int, default=512)
-    ap.add_argument("-n", "--n-gen", type=int, default=128)
-    ap.add_argument("-d", "--depth", type=int, default=0)
-    ap.add_argument("-r", "--reps", type=int, default=5)
+    ap.add_argument("-m", "--model", action="append", help="GGUF file (repeatable; default: both project models)")
+    ap.add_argument("-t", "--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
+    ap.add_argument("--tests", default="pp512,tg128,tg64@d4096", help="default pp512,tg128,tg64@d4096")
+    ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tokensieve"))
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", help="also write every figure to this JSON file")
+    ap.add_argument("--write", help="replace the tables between the markers of this markdown file")
     a = ap.parse_args()
 
-    n_ctx = max(a.n_prompt, a.depth + a.n_gen) + 16
-    ref = LlamaCpp(a.model, a.threads, n_ctx)
-    rng = random.Random(a.seed)
-    ref.bench(min(a.n_prompt, 32), 4, 0, rng)  # warm-up: page the weights in
-    rows = {"prefill_tps": ([], []), "decode_tps": ([], [])}
-    machine_bw = None
-    for rep in range(a.reps):
-        o = ours(a.bin, a.model, a.threads, a.n_prompt, a.n_gen, a.depth)
-        r = ref.bench(a.n_prompt, a.n_gen, a.depth, rng)
-        machine_bw = o["machine_bandwidth_gbs"]
-        for key in rows:
-            if key in r:
-                rows[key][0].append(o[key])
-                rows[key][1].append(r[key])
-        print(f"rep {rep + 1}/{a.reps}: " + ", ".join(f"{k} ours {rows[k][0][-1]:.1f} llama.cpp {rows[k][1][-1]:.1f}"
-                                                        for k in rows if rows[k][0]), file=sys.stderr)
-    result = {"model": os.path.basename(a.model), "threads": a.threads, "n_prompt": a.n_prompt, "n_gen": a.n_gen,
-              "depth": a.depth, "reps": a.reps, "machine_bandwidth_gbs": machine_bw, "llama_cpp_python": ref.L.__version__}
-    for key, (mine, theirs) in rows.items():
-        if mine:
-            result[key] = {"ours": summary(mine), "llama_cpp": summary(theirs),
-                           "ratio": summary([x / y for x, y in zip(mine, theirs)])}
+    models = a.model or [os.path.join(ROOT, "models", m) for m in DEFAULT_MODELS]
+    for m in models:
+        if not os.path.isfile(m):
+            sys.exit(f"error: no model file {m} (tools/fetch_model.sh fetches the project's models)")
+    try:
+        threads_list = [int(t) for t in a.threads.split(",")]
+    except ValueError:
+        sys.exit(f"error: bad --threads '{a.threads}'")
+    tests = [parse_test(t) for t in a.tests.split(",")]
+    import llama_cpp
+
+    tables, results = [], []
+    for model in models:
+        load_before = os.getloadavg()[0]
+        rows = measure(model, threads_list, tests, a.reps, a.bin, a.seed)
+        load_after = os.getloadavg()[0]
+        tables.append(table(model, rows, load_before, load_after, llama_cpp.__version__))
+        results.append({"model": os.path.basename(model), "load_before": load_before, "load_after": load_after,
+                        "llama_cpp_python": llama_cpp.__version__, "rows": rows})
+    text = "\n\n".join(tables)
+    print(text)
     if a.json:
-        print(json.dumps(result))
-        return
-    print(f"| test | ours t/s (median) | llama.cpp t/s (median) | ratio min | ratio median | ratio max |")
-    print("|---|---|---|---|---|---|")
-    names = {"prefill_tps": f"pp{a.n_prompt}", "decode_tps": f"tg{a.n_gen} @ d{a.depth}"}
-    for key in rows:
-        if key in result:
-            r = result[key]
-            print(f"| {names[key]} | {r['ours']['median']:.1f} | {r['llama_cpp']['median']:.1f} | "
-                  f"{r['ratio']['min']:.2f} | {r['ratio']['median']:.2f} | {r['ratio']['max']:.2f} |")
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    if a.write:
+        write_tables(a.write, text)
 
 
 if __name__ == "__main__":

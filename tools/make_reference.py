@@ -89,6 +89,19 @@ PROMPTS = {
             ),
         },
     ],
+    "Qwen2.5-Coder-0.5B-Instruct": [
+        {
+            "name": "chatml_square_function",
+            "text": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+                    "<|im_start|>user\nWrite a Python function that returns the square of a number.<|im_end|>\n"
+                    "<|im_start|>assistant\n",
+        },
+        {
+            "name": "chatml_capital_of_france",
+            "text": "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+        },
+        {"name": "code_prefix", "text": "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"},
+    ],
 }
 
 # Published greedy outputs to reproduce (stem -> prompt name, expected decoded text from BOS + prompt).
@@ -260,7 +273,8 @@ def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
 
 class OwnLlama:
     """Minimal Llama forward pass on the GGUF tensors exactly as stored (no un-permutation): RoPE rotates
-    adjacent pairs (2i, 2i+1) of every head, as ggml_rope in mode 0 (LLAMA_ROPE_TYPE_NORM) does."""
+    adjacent pairs (2i, 2i+1) of every head, as ggml_rope in mode 0 (LLAMA_ROPE_TYPE_NORM) does; for
+    qwen2 the pairs (i, i + d/2) (NeoX mode, the converter does not permute) and Q/K/V biases."""
 
     def __init__(self, raw: dict[str, np.ndarray], meta: dict, dtype: torch.dtype):
         arch = meta["general.architecture"]
@@ -278,16 +292,24 @@ class OwnLlama:
         if "output.weight" not in self.w:
             self.w["output.weight"] = self.w["token_embd.weight"]
         self.tied_output = "output.weight" not in raw
+        self.neox = arch == "qwen2"
 
     def _rms(self, x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
 
     def _rope(self, x, cos, sin):  # x: (T, H, d)
         T, H, d = x.shape
+        c, s = cos[:, None, :], sin[:, None, :]
+        if self.neox:
+            a, b = x[..., : d // 2], x[..., d // 2:]
+            return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
         x = x.reshape(T, H, d // 2, 2)
         a, b = x[..., 0], x[..., 1]
-        c, s = cos[:, None, :], sin[:, None, :]
         return torch.stack((a * c - b * s, a * s + b * c), dim=-1).reshape(T, H, d)
+
+    def _proj(self, h, name):
+        y = h @ self.w[name + ".weight"].T
+        return y + self.w[name + ".bias"] if name + ".bias" in self.w else y
 
     @torch.no_grad()
     def logits(self, ids: list[int]) -> torch.Tensor:
@@ -303,9 +325,9 @@ class OwnLlama:
         for l in range(self.n_layer):
             p = f"blk.{l}."
             h = self._rms(x, w[p + "attn_norm.weight"])
-            q = self._rope((h @ w[p + "attn_q.weight"].T).reshape(T, H, d), cos, sin)
-            k = self._rope((h @ w[p + "attn_k.weight"].T).reshape(T, Hkv, d), cos, sin)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(T, Hkv, d)
+            q = self._rope(self._proj(h, p + "attn_q").reshape(T, H, d), cos, sin)
+            k = self._rope(self._proj(h, p + "attn_k").reshape(T, Hkv, d), cos, sin)
+            v = self._proj(h, p + "attn_v").reshape(T, Hkv, d)
             kv_of = torch.arange(H) // group  # query head h reads KV head h // (H / Hkv)
             s = torch.einsum("thd,shd->hts", q, k[:, kv_of]) / math.sqrt(d) + mask
             a = torch.einsum("hts,shd->thd", torch.softmax(s, dim=-1), v[:, kv_of]).reshape(T, H * d)

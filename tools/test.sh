@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 bash tools/fetch_model.sh >/dev/null
+bash tools/fetch_model.sh qwen2.5-coder-0.5b >/dev/null
 bash tools/build.sh build
 export TS_BIN=$PWD/build/bin/tokensieve TS_MODELS=$PWD/models
 
@@ -16,9 +17,9 @@ python3 -m pytest -q tests/python
 
 echo "== unit tests (ASan + UBSan)"
 bash tools/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON
-# The float32 SmolLM2 reference runs are minutes under ASan; the Release run above covers them.
+# The float32 SmolLM2 and the Qwen 0.5B reference runs are minutes under ASan; the Release run above covers them.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "SmolLM2_exact"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "SmolLM2_exact|Qwen05B"
 
 echo "== fuzzing (bounded)"
 bash fuzz/run_all.sh "${TS_FUZZ_SECONDS:-30}"

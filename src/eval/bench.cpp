@@ -74,8 +74,7 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
     BenchResult& r = results[i];
     r.threads = pool.size();
     r.kv_bytes_per_token = tfs[i]->cache().bytes_per_token();
-    r.weight_bytes = model.weight_bytes();
-    // The tied output matrix is read by the output projection; every other tensor once per token.
+    r.weight_bytes = model.decode_weight_bytes();
     r.decode_bytes_per_token =
         static_cast<double>(r.weight_bytes) +
         static_cast<double>(r.kv_bytes_per_token) * (double(p.depth) + double(p.n_gen) / 2);

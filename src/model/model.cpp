@@ -110,6 +110,18 @@ void Model::pack_matrices() {
   }
 }
 
+size_t Model::decode_weight_bytes() const {
+  const auto matrix_bytes = [](const WeightView& w) {
+    return w.packed ? packed_bytes(w.traits->type, w.rows, w.cols) : w.rows * w.row_stride();
+  };
+  size_t total = matrix_bytes(output_) + output_norm_.size() * sizeof(float);
+  for (const LayerWeights& L : layers_) {
+    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += matrix_bytes(*w);
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv}) total += v->size() * sizeof(float);
+  }
+  return total;
+}
+
 size_t Model::weight_bytes() const {
   size_t total = 0;
   for (const GgufTensor& t : gguf_->tensors()) total += t.n_bytes;

@@ -34,8 +34,12 @@ class Model {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // RoPE inverse frequencies per rotated pair, with any frequency scaling applied.
   const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
-  // Bytes of all weight tensors (what one decode step reads at least once).
+  // Bytes of all weight tensors in the file.
   size_t weight_bytes() const;
+  // Bytes one decode step reads: every matrix of the matrix products as it is read (its packed
+  // copy where there is one) and the norm and bias vectors; not the embedding table, of which a
+  // step reads one row (unless it is also the output matrix).
+  size_t decode_weight_bytes() const;
 
  private:
   std::unique_ptr<GgufFile> gguf_;

@@ -31,7 +31,7 @@ struct ReferenceCase {
   std::string fixture, model_path;
   MatmulPrecision precision;
   double logit_tolerance;
-  bool greedy_must_match;  // only in exact precision: fast-path noise can flip near-ties
+  bool greedy_must_match;  // exact precision, and fast where the fixture's margins allow it
 };
 
 void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.fixture; }
@@ -46,7 +46,8 @@ std::string model_file(const std::string& name) {
 class ReferenceTest : public ::testing::TestWithParam<ReferenceCase> {
  protected:
   void SetUp() override {
-    if (GetParam().model_path.empty()) GTEST_SKIP() << "model file not present";
+    if (GetParam().model_path.empty())
+      GTEST_SKIP() << GetParam().fixture << ": model file not present (tools/fetch_model.sh fetches it)";
     std::ifstream in(fs::path(source_path("tests/fixtures/reference")) / GetParam().fixture);
     ASSERT_TRUE(in) << GetParam().fixture;
     ref_ = nlohmann::json::parse(in);
@@ -115,14 +116,17 @@ TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
 ReferenceCase exact(const std::string& fixture, const std::string& model) {
   return {fixture, model_file(model), MatmulPrecision::Exact, kExactTolerance, true};
 }
-ReferenceCase fast(const std::string& fixture, const std::string& model) {
-  return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, false};
+ReferenceCase fast(const std::string& fixture, const std::string& model, bool greedy = false) {
+  return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, greedy};
 }
 
-// The tiny-* models are committed random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias,
+// Qwen2.5-Coder-0.5B (tools/fetch_model.sh qwen2.5-coder-0.5b) is the K-quant model: Q5_0, Q8_0,
+// Q4_K and Q6_K matrices through the packed integer kernels in fast precision; its greedy chat
+// continuations must equal the reference's there too. The tiny-* models are committed random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias,
 // NeoX RoPE) in F32 and with Q8_0/Q4_0/Q4_1 matrices, and llama with Llama 3.1 rope_freqs scaling.
 const char* const kCaseNames[] = {"stories260K",      "SmolLM2_exact",         "SmolLM2_fast", "tiny_qwen2",
-                                  "tiny_qwen2_quant", "tiny_qwen2_quant_fast", "tiny_llama3"};
+                                  "tiny_qwen2_quant", "tiny_qwen2_quant_fast", "tiny_llama3",  "Qwen05B_exact",
+                                  "Qwen05B_fast"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
@@ -132,7 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
                       exact("tiny-qwen2.json", "tiny-qwen2.gguf"),
                       exact("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
                       fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
-                      exact("tiny-llama3.json", "tiny-llama3.gguf")),
+                      exact("tiny-llama3.json", "tiny-llama3.gguf"),
+                      exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf"),
+                      fast("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", true)),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace
