@@ -33,7 +33,7 @@ BEGIN, END = "<!-- compare_llamacpp:begin -->", "<!-- compare_llamacpp:end -->"
 def _make_quiet_log():
     import llama_cpp as L
 
-    return L.ggml_log_callback(lambda level, text, user_data: None)
+    return L.llama_log_callback(lambda level, text, user_data: None)
 
 
 _quiet_log = None
