@@ -450,13 +450,15 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
     own64 = OwnLlama(raw, meta, torch.float64)
 
     # weight cross-check: transformers' un-permuted q/k must equal our unpermute_qk of the raw GGUF rows
+    # (llama; qwen2's converter stores them unpermuted, for NeoX RoPE)
     sd = model.state_dict()
     wdiff = 0.0
+    unpermute = unpermute_qk if not own32.neox else (lambda w, n_head: w)
     for l in range(own32.n_layer):
         q_hf = sd[f"model.layers.{l}.self_attn.q_proj.weight"].numpy()
         k_hf = sd[f"model.layers.{l}.self_attn.k_proj.weight"].numpy()
-        wdiff = max(wdiff, float(np.abs(q_hf - unpermute_qk(raw[f"blk.{l}.attn_q.weight"], own32.n_head)).max()))
-        wdiff = max(wdiff, float(np.abs(k_hf - unpermute_qk(raw[f"blk.{l}.attn_k.weight"], own32.n_head_kv)).max()))
+        wdiff = max(wdiff, float(np.abs(q_hf - unpermute(raw[f"blk.{l}.attn_q.weight"], own32.n_head)).max()))
+        wdiff = max(wdiff, float(np.abs(k_hf - unpermute(raw[f"blk.{l}.attn_k.weight"], own32.n_head_kv)).max()))
         wdiff = max(wdiff, float(np.abs(sd[f"model.layers.{l}.mlp.down_proj.weight"].numpy()
                                         - raw[f"blk.{l}.ffn_down.weight"]).max()))
     wdiff = max(wdiff, float(np.abs(sd["lm_head.weight"].numpy() - own32.w["output.weight"].numpy()).max()))

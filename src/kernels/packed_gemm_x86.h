@@ -59,6 +59,10 @@ void packed_tile(const uint8_t* group, size_t n_blocks, size_t lane0, const Q8Ac
   // The code offset, plus the bias the unit's signed product adds to every Q8_0 weight: subtracted
   // from the integer sums as kOffset * sum q, exactly as the scalar reference does.
   constexpr int kOffset = P.code_offset + (kQ8 ? V::kSignedBias : 0);
+  // Units whose product yields int16 pair sums (AVX2's maddubs) add that many slices in int16
+  // before widening: a pair sum is at most 2 * max code * 127 and must stay below 2^15.
+  constexpr int kMaxCode = (1 << (P.low_bits + P.high_bits)) - 1;
+  constexpr int kInt16Slices = V::kPairSums && !kQ8 ? 32767 / (2 * kMaxCode * 127) : 0;
   F acc[TB];
   for (int t = 0; t < TB; ++t) acc[t] = V::zero();
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -88,19 +92,30 @@ void packed_tile(const uint8_t* group, size_t n_blocks, size_t lane0, const Q8Ac
       }
       // One pass per group of 16 elements, or one over both halves for groups of 32.
       for (size_t g = 0; g < kGroups; ++g) {
-        I isum[TB];
-        for (int t = 0; t < TB; ++t) isum[t] = V::izero();
+        I isum[TB], sum16[TB];
+        for (int t = 0; t < TB; ++t) isum[t] = sum16[t] = V::izero();
+        int slices16 = 0;
         for (int h = static_cast<int>(g); h < (kGroups == 1 ? 2 : static_cast<int>(g) + 1); ++h)
           for (int s = 0; s < 4; ++s) {
             const size_t at = xb * kQ8Block + 16 * static_cast<size_t>(h) + 4 * static_cast<size_t>(s);
             if constexpr (kQ8) {
               const I w = V::load(codes + 64 * (4 * h + s));
               for (int t = 0; t < TB; ++t) isum[t] = V::dot_signed(isum[t], w, x.row_qs(t0 + t) + at);
+            } else if constexpr (kInt16Slices > 0) {
+              const I u = slice_codes<V, P>(codes, h, s);
+              for (int t = 0; t < TB; ++t) sum16[t] = V::add16(sum16[t], V::pair_dot(u, x.row_qs(t0 + t) + at));
+              if (++slices16 == kInt16Slices) {
+                for (int t = 0; t < TB; ++t) isum[t] = V::widen_add(isum[t], sum16[t]), sum16[t] = V::izero();
+                slices16 = 0;
+              }
             } else {
               const I u = slice_codes<V, P>(codes, h, s);
               for (int t = 0; t < TB; ++t) isum[t] = V::dot_unsigned(isum[t], u, x.row_qs(t0 + t) + at);
             }
           }
+        if constexpr (kInt16Slices > 0)
+          if (slices16 > 0)
+            for (int t = 0; t < TB; ++t) isum[t] = V::widen_add(isum[t], sum16[t]);
         for (int t = 0; t < TB; ++t) {
           // sum q over the group: the whole block, or one half of it.
           const int16_t* sums = x.row_sums(t0 + t) + 2 * xb;

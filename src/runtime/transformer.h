@@ -65,7 +65,8 @@ class Transformer {
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
   };
-  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, bool whole);
+  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, bool whole, size_t queries = 0,
+                            size_t extra_parts = 0);
   LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;
   void resize_scratch(size_t n_tok);
 
@@ -86,6 +87,8 @@ class Transformer {
   // Partial attention results per (token, KV head, key chunk, query head in group); attend_listed:
   // per (gather, key chunk, query head in gather).
   std::vector<float> part_m_, part_l_, part_acc_;
+  // attend()'s query tiles: first row of each tile (and rows_.attn.size() last), each row's tile.
+  std::vector<size_t> tile_first_row_, row_tile_;
   // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
   std::vector<std::span<const uint32_t>> key_spans_;
   std::vector<std::vector<uint32_t>> key_lists_;

@@ -17,6 +17,8 @@ constexpr size_t kMinKeyChunk = 256;
 // partial results is shared only in slices of at least this many (token, KV head) pairs.
 constexpr size_t kMinSharedAttentionKeys = 1024;
 constexpr size_t kMinCombinePairs = 16;
+// Positions per query tile (attend): rows in one aligned run of kQueryTile positions share keys.
+constexpr size_t kQueryTile = 8;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -43,16 +45,19 @@ void merge_parts(const std::vector<float>& m, const std::vector<float>& l, const
 
 // Keys per work item for `streams` key streams of at most n_keys_max keys: whole streams when
 // there are enough of them for the threads (or `whole` asks for them), else chunks of at least
-// kMinKeyChunk keys. Sizes the partials for (stream, chunk, query head in group).
-Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, bool whole) {
+// kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
+// extra_parts, query), with `queries` queries per stream (default: the query heads of a group).
+Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, bool whole, size_t queries,
+                                                    size_t extra_parts) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
+  if (queries == 0) queries = group;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
   size_t chunk = n_keys_max;
   if (!whole && streams < want_tasks)
     chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, streams)));
   chunk = std::max<size_t>(chunk, 1);
   const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
-               parts = streams * n_chunks * group;
+               parts = streams * (n_chunks + extra_parts) * queries;
   part_m_.resize(parts);
   part_l_.resize(parts);
   part_acc_.resize(parts * hd);
@@ -65,6 +70,13 @@ Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_key
 // The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
 // cache's rows 0..pos, or on an F16 layer with holes (evictions, dropped K/V) its compact copy
 // of the held rows (the j-th key is compact row j). Quantized caches read the held positions.
+//
+// On F16 caches the rows go in query tiles: the rows whose positions share pos / kQueryTile.
+// A tile's queries of one KV head attend together to the keys before its aligned first position
+// (read once per tile instead of once per row), and each row's remaining keys (its tail, up to its
+// own position) are attended in the merge step. The split depends only on positions, so a row's
+// result does not depend on how tokens were cut into batches. Work items are (tile, KV head, key
+// chunk); on quantized caches a tile is one row and its keys are all in the chunks.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
@@ -74,52 +86,88 @@ void Transformer::attend(size_t layer, size_t pos0) {
   // The keys of row i: positions 0..pos (no holes) or the held ones.
   const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
   const uint16_t *key_rows = nullptr, *value_rows = nullptr;
-  if (!cache_.quantized()) {
+  const bool tiled = !cache_.quantized();
+  if (tiled) {
     const bool holes = !cache_.holds_all(layer);
     const KvCache::CompactRows held = holes ? cache_.compact_rows(layer) : KvCache::CompactRows{};
     key_rows = holes ? held.keys : cache_.key(layer, 0);
     value_rows = holes ? held.values : cache_.value(layer, 0);
   }
 
-  // Work items are (row, KV head, key chunk); each covers the `group` query heads of that KV
-  // head, so a key row is read once for all of them.
-  const size_t pairs = rows.size() * c.n_kv_heads, n_keys_max = keys_of(rows.size() - 1).size();
-  const KeyChunks plan = plan_key_chunks(pairs, n_keys_max, false);
-  const size_t chunk = plan.chunk, n_chunks = plan.n_chunks;
+  tile_first_row_.clear();
+  row_tile_.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == 0 || !tiled || (pos0 + rows[i]) / kQueryTile != (pos0 + rows[i - 1]) / kQueryTile)
+      tile_first_row_.push_back(i);
+    row_tile_[i] = tile_first_row_.size() - 1;
+  }
+  const size_t n_tiles = tile_first_row_.size();
+  tile_first_row_.push_back(rows.size());
+  // The keys a tile attends together: before its aligned first position, or all of a lone row's.
+  const auto tile_keys = [&](size_t t) -> std::span<const uint32_t> {
+    const size_t first = tile_first_row_[t];
+    if (!tiled) return keys_of(first);
+    const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
+    return aligned == 0 ? std::span<const uint32_t>{} : cache_.held(layer, aligned - 1);
+  };
+  const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
+  const size_t streams = n_tiles * c.n_kv_heads, n_keys_max = tile_keys(n_tiles - 1).size();
+  const KeyChunks plan = plan_key_chunks(streams, n_keys_max, false, tile_queries, tails);
+  const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(
-      pairs * n_chunks,
+      streams * n_chunks,
       [&](size_t b, size_t e, int) {
+        thread_local std::vector<float> q_buf;  // a tile's queries of one KV head, side by side
         for (size_t task = b; task < e; ++task) {
-          const size_t pair = task / n_chunks, ci = task % n_chunks;
-          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
-          const std::span<const uint32_t> keys = keys_of(i);  // causal: keys up to this token
-          const size_t start = ci * chunk;
-          float* m = &part_m_[task * group];
-          float* l = &part_l_[task * group];
+          const size_t stream = task / n_chunks, ci = task % n_chunks;
+          const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = tile_first_row_[t];
+          const size_t n_rows = tile_first_row_[t + 1] - i0, n_q = n_rows * group;
+          const std::span<const uint32_t> keys = tile_keys(t);
+          const size_t start = ci * chunk, slot = (stream * slots + ci) * tile_queries;
+          float* m = &part_m_[slot];
+          float* l = &part_l_[slot];
           if (start >= keys.size()) {
-            std::fill(l, l + group, 0.0f);
+            std::fill(l, l + n_q, 0.0f);
             continue;
           }
           const size_t len = std::min(chunk, keys.size() - start);
-          const float* q = &q_[i * d + kvh * group * hd];
-          float* acc = &part_acc_[task * group * hd];
+          const float* q = &q_[i0 * d + kvh * group * hd];
+          if (n_rows > 1) {
+            q_buf.resize(n_q * hd);
+            for (size_t r = 0; r < n_rows; ++r)
+              std::copy_n(&q_[(i0 + r) * d + kvh * group * hd], group * hd, &q_buf[r * group * hd]);
+            q = q_buf.data();
+          }
+          float* acc = &part_acc_[slot * hd];
           if (cache_.quantized()) {
             attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
           } else {
-            k.attn_chunk(q, group, key_rows + start * kv + kvh * hd, value_rows + start * kv + kvh * hd, kv,
-                         len, hd, scale, m, l, acc);
+            k.attn_chunk(q, n_q, key_rows + start * kv + kvh * hd, value_rows + start * kv + kvh * hd, kv, len, hd,
+                         scale, m, l, acc);
           }
         }
       },
       plan.min_items);
   pool_.parallel_for(
-      pairs,
+      rows.size() * c.n_kv_heads,
       [&](size_t b, size_t e, int) {
         for (size_t pair = b; pair < e; ++pair) {
-          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads;
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = row_tile_[i];
+          const size_t stream = t * c.n_kv_heads + kvh;
+          const size_t first = stream * slots * tile_queries + (i - tile_first_row_[t]) * group;
+          if (tails) {  // keys after the tile's shared ones, up to this row's own position
+            const size_t from = tile_keys(t).size(), to = keys_of(i).size(), at = first + n_chunks * tile_queries;
+            if (to > from) {
+              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + from * kv + kvh * hd,
+                           value_rows + from * kv + kvh * hd, kv, to - from, hd, scale, &part_m_[at], &part_l_[at],
+                           &part_acc_[at * hd]);
+            } else {
+              std::fill_n(&part_l_[at], group, 0.0f);
+            }
+          }
           for (size_t g = 0; g < group; ++g)
-            merge_parts(part_m_, part_l_, part_acc_, pair * n_chunks * group + g, group, n_chunks, hd,
+            merge_parts(part_m_, part_l_, part_acc_, first + g, tile_queries, slots, hd,
                         &attn_out_[i * d + (kvh * group + g) * hd]);
         }
       },

@@ -26,6 +26,10 @@ namespace fs = std::filesystem;
 // outlier channels make that step large in their blocks; measured up to 1.4, so 2.0. The fast
 // path's argmax must still agree wherever the reference's top-2 gap exceeds 2 x tolerance.
 constexpr double kExactTolerance = 0.05, kFastTolerance = 2.0;
+// Qwen2.5's K/V reach magnitudes where F16 rounding alone moves its logits by up to 0.36 (the
+// float64 reference with K and V rounded to F16 against the unrounded one, chatml_capital_of_france
+// position 11; measured with tools/make_reference.py's forward pass), so its exact case gets 0.5.
+constexpr double kQwenExactTolerance = 0.5;
 
 struct ReferenceCase {
   std::string fixture, model_path;
@@ -113,8 +117,8 @@ TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
   }
 }
 
-ReferenceCase exact(const std::string& fixture, const std::string& model) {
-  return {fixture, model_file(model), MatmulPrecision::Exact, kExactTolerance, true};
+ReferenceCase exact(const std::string& fixture, const std::string& model, double tolerance = kExactTolerance) {
+  return {fixture, model_file(model), MatmulPrecision::Exact, tolerance, true};
 }
 ReferenceCase fast(const std::string& fixture, const std::string& model, bool greedy = false) {
   return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, greedy};
@@ -137,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
                       exact("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
                       fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
                       exact("tiny-llama3.json", "tiny-llama3.gguf"),
-                      exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf"),
+                      exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenExactTolerance),
                       fast("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", true)),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 

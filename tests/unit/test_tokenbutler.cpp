@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "eval/ppl_datasets.h"
 #include "key_recorder.h"
+#include "stories_fixture.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/tokenbutler/butler_file.h"
@@ -287,14 +288,14 @@ std::vector<float> run_policy(const std::vector<std::string>& specs, std::span<c
 TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   const std::string path = stories_predictor();
   const auto tokens = stories_chunks(1, 64)[0];
-  EXPECT_EQ(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64));
+  expect_same_attention(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64),
+                        "tokenbutler:keep=1");
   for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8", ",keep=0.4,shared=1", ",keep=0.4,keys=i8",
                                  ",keep=0.4,shared=1,keys=i8"}) {
     const std::string spec = "tokenbutler:predictor=" + path + opts;
     const auto whole = run_policy({spec}, tokens, 64), steps = run_policy({spec}, tokens, 1);
     const auto dense = run_policy({}, tokens, 64);
-    ASSERT_EQ(whole.size(), steps.size());
-    for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], steps[i], 1e-3f) << spec;
+    expect_same_attention(whole, steps, spec);
     EXPECT_NE(whole, dense) << spec;  // sparse attention changes the result
   }
   EXPECT_THROW(make_policy_stack(std::vector<std::string>{"tokenbutler:keep=0.5"}, stories()), Error);

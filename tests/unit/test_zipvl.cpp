@@ -223,9 +223,9 @@ class AttentionWatcher final : public Policy {
 };
 
 // Compacted attention (attend(): the held rows copied side by side, read as one stream) gives
-// the same logits bit for bit as attention gathering the held positions' rows (attend_listed,
-// forced by a policy watching the attention), in the sparse prefill, after the eviction of the
-// dense-prefill ablation, and through decode.
+// the same logits as attention gathering the held positions' rows (attend_listed, forced by a
+// policy watching the attention), in the sparse prefill, after the eviction of the dense-prefill
+// ablation, and through decode (up to the order of float sums: expect_same_attention).
 TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
   const auto tokens = random_tokens(300, 4);
   for (const char* spec : {"zipvl:tau=0.9,probes=64", "zipvl:tau=0.9,probes=64,prefill=dense"}) {
@@ -237,12 +237,12 @@ TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
     v.push_back(std::make_unique<AttentionWatcher>());
     gathered.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
     const auto prompt = std::span(tokens).first(280);
-    EXPECT_EQ(copy(compact.forward(prompt, true)), copy(gathered.forward(prompt, true))) << spec;
+    expect_same_attention(copy(compact.forward(prompt, true)), copy(gathered.forward(prompt, true)), spec);
     for (size_t l = 0; l < 5; ++l) EXPECT_FALSE(compact.cache().holds_all(l)) << spec << " layer " << l;
     for (size_t i = 280; i < tokens.size(); ++i) {
       const auto step = std::span(tokens).subspan(i, 1);
-      ASSERT_EQ(copy(compact.forward(step, false)), copy(gathered.forward(step, false)))
-          << spec << " at " << i;
+      expect_same_attention(copy(compact.forward(step, false)), copy(gathered.forward(step, false)),
+                            spec + std::string(" at ") + std::to_string(i));
     }
   }
 }

@@ -23,6 +23,7 @@ struct PackedAvx2 {
   static constexpr size_t kRows = 8;
   static constexpr int kTokens = 4;      // 4 float + 4 int accumulators and the codes: 16 ymm
   static constexpr int kSignedBias = 0;  // signed weights through the sign trick, no bias
+  static constexpr bool kPairSums = true;
   static F zero() { return _mm256_setzero_ps(); }
   static I iset1(int a) { return _mm256_set1_epi32(a); }
   static I isub(I a, I b) { return _mm256_sub_epi32(a, b); }
@@ -48,6 +49,10 @@ struct PackedAvx2 {
   static I dot_unsigned(I acc, I u, const int8_t* x) {
     return _mm256_add_epi32(acc, dot_u8_s8(u, broadcast4(x)));
   }
+  // int16 sums of adjacent u8 x s8 products, added in int16, widened to int32 once per few slices.
+  static I pair_dot(I u, const int8_t* x) { return _mm256_maddubs_epi16(u, broadcast4(x)); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static I widen_add(I acc, I sums16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(sums16, _mm256_set1_epi16(1))); }
   // maddubs needs an unsigned operand: |w| times x carrying w's sign.
   static I dot_signed(I acc, I w, const int8_t* x) {
     return _mm256_add_epi32(acc, dot_u8_s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(x), w)));

@@ -19,6 +19,7 @@ struct PackedVnni {
   static constexpr size_t kRows = 16;
   static constexpr int kTokens = 8;        // 8 float + 8 int accumulators, codes and scales: 32 zmm
   static constexpr int kSignedBias = 128;  // vpdpbusd wants unsigned weights: w ^ 0x80 = w + 128
+  static constexpr bool kPairSums = false;   // vpdpbusd sums into int32 directly
   static F zero() { return _mm512_setzero_ps(); }
   static I iset1(int a) { return _mm512_set1_epi32(a); }
   static I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
