@@ -17,24 +17,12 @@ import sys
 import numpy as np
 
 import gguf
+from gguf_vocab import byte_alphabet
 
 Q = gguf.GGMLQuantizationType
 BLOCK_BYTES = {Q.Q4_K: 144, Q.Q6_K: 210}
 # Byte offsets of the fp16 fields (d, dmin) in a block.
 HALF_FIELDS = {Q.Q4_K: (0, 2), Q.Q6_K: (208,)}
-
-
-def byte_alphabet():
-    """GPT-2's printable spelling of the 256 bytes, in byte order."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    spelled, n = {}, 0
-    for b in range(256):
-        if b in keep:
-            spelled[b] = chr(b)
-        else:
-            spelled[b] = chr(256 + n)
-            n += 1
-    return [spelled[b] for b in range(256)]
 
 
 def random_blocks(rng, qtype, rows, cols, scale):

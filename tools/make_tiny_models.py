@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 import gguf
+from gguf_vocab import byte_alphabet
 
 FORMAT = "tokensieve-reference-v1"
 N_GREEDY = 32
@@ -118,19 +119,6 @@ def fnum(x: float, sig: int) -> float:
     if x == 0.0 or not math.isfinite(x):
         return x
     return float(f"{x:.{sig}g}")
-
-
-def byte_alphabet() -> list[str]:
-    """GPT-2 bytes_to_unicode(): the spelling of each byte value 0..255."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    cs, n = {}, 0
-    for b in range(256):
-        if b in bs:
-            cs[b] = chr(b)
-        else:
-            cs[b] = chr(256 + n)
-            n += 1
-    return [cs[b] for b in range(256)]
 
 
 def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
