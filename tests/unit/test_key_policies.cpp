@@ -159,9 +159,11 @@ TEST(KeyPolicies, ChunkedKeyListsMatchDenseAndWholeLists) {
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
     return worst;
   };
+  // Rounding only: within the spread float reordering reaches through F16 K/V rounding (as
+  // expect_same_attention), or twice dense decode's own 1-vs-3-thread difference if that is larger.
   const float dense_rounding = max_diff(unrecorded("", 1), unrecorded("", 3));
   EXPECT_LT(max_diff(unrecorded("oracle:keep=0.5", 1), unrecorded("oracle:keep=0.5", 3)),
-            2.0f * dense_rounding + 1e-3f);
+            std::max(2.0f * dense_rounding, 2e-2f));
 }
 
 // Over a quantized cache the policies score the keys attention reads (decoded codes, not the F16
