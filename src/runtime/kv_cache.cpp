@@ -38,8 +38,9 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   std::iota(all_positions_.begin(), all_positions_.end(), 0u);
   if (!format.quantized()) {
     TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
-    keys_.resize(n_layers * n_ctx * kv_dim);
-    values_.resize(n_layers * n_ctx * kv_dim);
+    TS_CHECK(kv_dim % head_dim_ == 0, "KV cache: kv_dim ", kv_dim, " is not a multiple of head_dim ", head_dim_);
+    keys_ = LargePageBuffer(n_layers * n_ctx * kv_dim * sizeof(uint16_t));
+    values_ = LargePageBuffer(n_layers * n_ctx * kv_dim * sizeof(uint16_t));
     return;
   }
   const size_t g = format.group;
@@ -190,8 +191,10 @@ void KvCache::code_row(const float* x, unsigned bits, uint8_t* codes, const Code
 void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, KvStorage storage) {
   const SimdOps& ops_ = ops();
   if (!quantized()) {
-    ops_.f32_to_f16(k, key(layer, pos), kv_dim_);
-    ops_.f32_to_f16(v, value(layer, pos), kv_dim_);
+    for (size_t h = 0; h < n_kv_heads(); ++h) {
+      ops_.f32_to_f16(k + h * head_dim_, half_head(keys_, layer, h) + pos * head_dim_, head_dim_);
+      ops_.f32_to_f16(v + h * head_dim_, half_head(values_, layer, h) + pos * head_dim_, head_dim_);
+    }
     return;
   }
   ops_.f32_to_f16(k, ring_row(ring_k_, layer, pos), kv_dim_);
@@ -288,12 +291,12 @@ size_t KvCache::coded_run(size_t layer, size_t pos, size_t max_len) const {
 
 void KvCache::read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* out) const {
   const size_t base = kvh * head_dim_;
-  const auto from_half = [&](const uint16_t* row) {
-    for (size_t c = 0; c < head_dim_; ++c) out[c] = fp16_to_float(row[base + c]);
+  const auto from_half = [&](const uint16_t* head) {
+    for (size_t c = 0; c < head_dim_; ++c) out[c] = fp16_to_float(head[c]);
   };
-  if (!quantized()) return from_half(keys ? key(layer, pos) : value(layer, pos));
+  if (!quantized()) return from_half((keys ? key_head(layer, kvh) : value_head(layer, kvh)) + pos * head_dim_);
   const KvRowRef r = keys ? key_row(layer, pos) : value_row(layer, pos);
-  if (r.half) return from_half(r.half);
+  if (r.half) return from_half(r.half + base);
   // KIVI key codes are packed per head (one segment) with a range per channel; per-token codes
   // per group segment with the token's group ranges, at the row's own width.
   const CodeRange* channel = keys && format_.channel_keys ? key_block_ranges(layer, pos) : nullptr;
@@ -315,7 +318,7 @@ void KvCache::read_value(size_t layer, size_t pos, float* out) const {
 }
 
 float KvCache::key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const {
-  if (!quantized()) return ops().dot_f16_f32(key(layer, pos) + kvh * head_dim_, q, head_dim_);
+  if (!quantized()) return ops().dot_f16_f32(key_head(layer, kvh) + pos * head_dim_, q, head_dim_);
   thread_local std::vector<float> row;
   row.resize(head_dim_);
   read_head(layer, pos, kvh, true, row.data());
@@ -410,17 +413,23 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
 KvCache::CompactRows KvCache::compact_rows(size_t layer) {
   TS_CHECK(!quantized() && partial_[layer], "KV cache: compact rows are for F16 layers with holes");
   const std::vector<uint32_t>& h = held_[layer];
-  std::vector<uint16_t>&ck = compact_k_[layer], &cv = compact_v_[layer];
-  if (ck.size() < h.size() * kv_dim_) {  // geometric growth: decode appends one row per step
-    ck.resize(std::max(h.size(), 2 * ck.size() / kv_dim_) * kv_dim_);
-    cv.resize(ck.size());
+  LargePageBuffer &ck = compact_k_[layer], &cv = compact_v_[layer];
+  const size_t head_stride = this->head_stride();
+  if (!ck.data()) {  // the whole context reserved, resident only as far as rows are written
+    ck = LargePageBuffer(n_kv_heads() * head_stride * sizeof(uint16_t));
+    cv = LargePageBuffer(n_kv_heads() * head_stride * sizeof(uint16_t));
   }
-  for (size_t j = compact_valid_[layer]; j < h.size(); ++j) {
-    std::copy_n(key(layer, h[j]), kv_dim_, &ck[j * kv_dim_]);
-    std::copy_n(value(layer, h[j]), kv_dim_, &cv[j * kv_dim_]);
+  auto* keys = reinterpret_cast<uint16_t*>(ck.data());
+  auto* values = reinterpret_cast<uint16_t*>(cv.data());
+  for (size_t kvh = 0; kvh < n_kv_heads(); ++kvh) {
+    const uint16_t *key_rows = key_head(layer, kvh), *value_rows = value_head(layer, kvh);
+    for (size_t j = compact_valid_[layer]; j < h.size(); ++j) {
+      std::copy_n(key_rows + h[j] * head_dim_, head_dim_, keys + kvh * head_stride + j * head_dim_);
+      std::copy_n(value_rows + h[j] * head_dim_, head_dim_, values + kvh * head_stride + j * head_dim_);
+    }
   }
   compact_valid_[layer] = h.size();
-  return {ck.data(), cv.data(), h.size()};
+  return {keys, values, head_stride, h.size()};
 }
 
 }  // namespace ts

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "kernels/kv_codes.h"
 
 namespace ts {
@@ -106,11 +107,14 @@ class KvCache {
   }
   bool static_ranges() const { return format_.ranges != nullptr; }
 
-  // F16 rows of the half-precision format.
-  uint16_t* key(size_t layer, size_t pos) { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
-  uint16_t* value(size_t layer, size_t pos) { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
-  const uint16_t* key(size_t layer, size_t pos) const { return &keys_[(layer * n_ctx_ + pos) * kv_dim_]; }
-  const uint16_t* value(size_t layer, size_t pos) const { return &values_[(layer * n_ctx_ + pos) * kv_dim_]; }
+  // F16 format, head-major: the keys (values) of KV head kvh, position p at key_head(layer, kvh)
+  // + p * head_dim(). Attention reads one head's rows as one contiguous stream; rows holding
+  // every head would make each head's reads a short piece of a long stride, which the hardware
+  // prefetchers follow poorly (a third of the bandwidth at three KV heads).
+  const uint16_t* key_head(size_t layer, size_t kvh) const { return half_head(keys_, layer, kvh); }
+  const uint16_t* value_head(size_t layer, size_t kvh) const { return half_head(values_, layer, kvh); }
+  size_t n_kv_heads() const { return kv_dim_ / head_dim_; }
+  size_t head_stride() const { return n_ctx_ * head_dim_; }  // from one head's rows to the next head's
   // Any format: the K or V row (kv_dim floats) as attention sees it now. Policies that score or
   // summarize cached keys read them through these, never through key()/value() (F16 only).
   void read_key(size_t layer, size_t pos, float* out) const;
@@ -151,8 +155,9 @@ class KvCache {
   // attend_listed address rows by position); brought up to date by this call, which copies only
   // the rows held since the last call or moved by an eviction.
   struct CompactRows {
-    const uint16_t* keys;
+    const uint16_t* keys;  // head-major as key_head: head kvh's j-th row at keys + kvh * head_stride + j * head_dim
     const uint16_t* values;
+    size_t head_stride;
     size_t n;  // rows, = held(layer, size() - 1).size()
   };
   CompactRows compact_rows(size_t layer);
@@ -211,12 +216,21 @@ class KvCache {
   size_t n_layers_, n_ctx_, kv_dim_, head_dim_;
   KvFormat format_;
   size_t n_used_ = 0;
-  std::vector<uint16_t> keys_, values_;      // F16 format: [layer][pos][kv_dim]
+  const uint16_t* half_head(const LargePageBuffer& rows, size_t layer, size_t kvh) const {
+    return reinterpret_cast<const uint16_t*>(rows.data()) + (layer * n_kv_heads() + kvh) * head_stride();
+  }
+  uint16_t* half_head(LargePageBuffer& rows, size_t layer, size_t kvh) {
+    return reinterpret_cast<uint16_t*>(rows.data()) + (layer * n_kv_heads() + kvh) * head_stride();
+  }
+  // F16 format: [layer][kv head][pos][head_dim], zero pages until written (resident memory grows
+  // with the positions held, not with the context reserved).
+  LargePageBuffer keys_, values_;
   std::vector<uint32_t> all_positions_;      // 0, 1, ..., n_ctx - 1: held() of layers without holes
   std::vector<uint8_t> partial_;             // per layer: has holes, positions listed in held_
   std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending
-  // F16, per partial layer: rows of held_ in order; the first compact_valid_ of them are current.
-  std::vector<std::vector<uint16_t>> compact_k_, compact_v_;
+  // F16, per partial layer: rows of held_ in order, [kv head][n_ctx][head_dim]; the first
+  // compact_valid_ of them are current.
+  std::vector<LargePageBuffer> compact_k_, compact_v_;
   std::vector<size_t> compact_valid_;
 
   // Quantized formats.

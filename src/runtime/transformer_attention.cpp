@@ -79,19 +79,25 @@ Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_key
 // chunk); on quantized caches a tile is one row and its keys are all in the chunks.
 void Transformer::attend(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, kv = cache_.kv_dim(), hd = c.head_dim;
+  const size_t d = c.n_embd, hd = c.head_dim;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
   // The keys of row i: positions 0..pos (no holes) or the held ones.
   const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
+  // F16: KV head kvh's j-th key at key_rows + kvh * head_stride + j * hd (head-major).
   const uint16_t *key_rows = nullptr, *value_rows = nullptr;
+  size_t head_stride = 0;
   const bool tiled = !cache_.quantized();
-  if (tiled) {
-    const bool holes = !cache_.holds_all(layer);
-    const KvCache::CompactRows held = holes ? cache_.compact_rows(layer) : KvCache::CompactRows{};
-    key_rows = holes ? held.keys : cache_.key(layer, 0);
-    value_rows = holes ? held.values : cache_.value(layer, 0);
+  if (tiled && !cache_.holds_all(layer)) {
+    const KvCache::CompactRows held = cache_.compact_rows(layer);
+    key_rows = held.keys;
+    value_rows = held.values;
+    head_stride = held.head_stride;
+  } else if (tiled) {
+    key_rows = cache_.key_head(layer, 0);
+    value_rows = cache_.value_head(layer, 0);
+    head_stride = cache_.head_stride();
   }
 
   tile_first_row_.clear();
@@ -143,8 +149,8 @@ void Transformer::attend(size_t layer, size_t pos0) {
           if (cache_.quantized()) {
             attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
           } else {
-            k.attn_chunk(q, n_q, key_rows + start * kv + kvh * hd, value_rows + start * kv + kvh * hd, kv, len, hd,
-                         scale, m, l, acc);
+            const size_t at = kvh * head_stride + start * hd;
+            k.attn_chunk(q, n_q, key_rows + at, value_rows + at, hd, len, hd, scale, m, l, acc);
           }
         }
       },
@@ -159,9 +165,9 @@ void Transformer::attend(size_t layer, size_t pos0) {
           if (tails) {  // keys after the tile's shared ones, up to this row's own position
             const size_t from = tile_keys(t).size(), to = keys_of(i).size(), at = first + n_chunks * tile_queries;
             if (to > from) {
-              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + from * kv + kvh * hd,
-                           value_rows + from * kv + kvh * hd, kv, to - from, hd, scale, &part_m_[at], &part_l_[at],
-                           &part_acc_[at * hd]);
+              const size_t row = kvh * head_stride + from * hd;
+              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd, to - from, hd,
+                           scale, &part_m_[at], &part_l_[at], &part_acc_[at * hd]);
             } else {
               std::fill_n(&part_l_[at], group, 0.0f);
             }
@@ -183,7 +189,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
 void Transformer::attend_listed(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim, kv = cache_.kv_dim(), n_heads = c.n_heads;
+  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = rows_.attn;
@@ -257,8 +263,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
             attend_coded(cache_, layer, kvh, q, n_q, keys, scale, m, l, acc,
                          watched ? numerators.data() : nullptr);
           } else {
-            k.attn_gather(q, n_q, cache_.key(layer, 0) + kvh * hd, cache_.value(layer, 0) + kvh * hd, kv,
-                          keys.data(), keys.size(), hd, scale, m, l, acc);
+            k.attn_gather(q, n_q, cache_.key_head(layer, kvh), cache_.value_head(layer, kvh), hd, keys.data(),
+                          keys.size(), hd, scale, m, l, acc);
           }
           if (!watched) continue;
           for (size_t g = 0; g < n_q; ++g) {  // probabilities for the observers (one chunk: the whole list)
@@ -268,7 +274,7 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
             for (size_t j = 0; j < keys.size(); ++j)
               p[j] = cache_.quantized()
                          ? numerators[g * keys.size() + j] / l[g]
-                         : std::exp(scale * k.dot_f16_f32(cache_.key(layer, keys[j]) + kvh * hd, qg, hd) -
+                         : std::exp(scale * k.dot_f16_f32(cache_.key_head(layer, kvh) + keys[j] * hd, qg, hd) -
                                     m[g]) /
                                l[g];
           }

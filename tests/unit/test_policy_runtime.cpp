@@ -73,7 +73,9 @@ class RecentKeys final : public Policy {
         EXPECT_EQ(a.keys_of(i, h).back(), a.pos0 + (*a.rows)[i]);
         float sum = 0;
         for (float p : a.probs_of(i, h)) sum += p;
-        EXPECT_NEAR(sum, 1.0f, 1e-5f);
+        // The kernel sums scores in its own order and exponentiates with its polynomial; the
+        // probabilities are recomputed with dot_f16_f32 and std::exp: a few units in the 5th digit.
+        EXPECT_NEAR(sum, 1.0f, 5e-5f);
         ++rows_seen;
       }
   }
@@ -176,10 +178,13 @@ TEST(PolicyRuntime, SubsetRunMatchesDenseOnItsTokensAndKeepsTheOthers) {
         ASSERT_EQ(out, s.inputs[2][t * dim + j]) << "token " << t;
       }
     }
-    for (size_t j = 0; j < kv; ++j) {
-      ASSERT_EQ(subset.cache().key(2, t)[j], dense.cache().key(2, t)[j]);
-      ASSERT_EQ(subset.cache().value(2, t)[j], dense.cache().value(2, t)[j]);
-    }
+    std::vector<float> a(kv), b(kv);
+    subset.cache().read_key(2, t, a.data());
+    dense.cache().read_key(2, t, b.data());
+    ASSERT_EQ(a, b) << "token " << t;
+    subset.cache().read_value(2, t, a.data());
+    dense.cache().read_value(2, t, b.data());
+    ASSERT_EQ(a, b) << "token " << t;
   }
   EXPECT_TRUE(subset.cache().holds_all(2));
 }

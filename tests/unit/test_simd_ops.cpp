@@ -169,12 +169,15 @@ TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
 }
 
 TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
-  for (size_t n_q : {1u, 2u, 3u, 4u, 5u}) {
+  // 1-5 queries: register-resident shapes (head dim 64, 128) where they fit; 7 (a GQA group) and
+  // 24 (a prefill tile): the streamed path, as are head dims 8 and 40 on AVX2; 36: the general path.
+  for (size_t n_q : {1u, 2u, 3u, 4u, 5u, 7u, 24u}) {
     for (size_t n_keys : {1u, 17u, 300u}) {
-      for (size_t hd : {40u, 64u, 128u}) {  // register-resident (64, 128) and general shapes
-        const size_t stride = 3 * hd + 8;   // rows hold other heads too
+      for (size_t hd : {8u, 36u, 40u, 64u, 128u}) {
+        const size_t stride = 3 * hd + 8;  // rows hold other heads too
         auto k = random_halves(n_keys * stride, 8), v = random_halves(n_keys * stride, 9);
         auto q = random_floats(n_q * hd, 10);
+        for (float& x : q) x *= 3.0f;  // scores of a few units, as a trained model's
         std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
         simd().attn_chunk(q.data(), n_q, k.data() + 8, v.data() + 8, stride, n_keys, hd, 0.125f, m1.data(),
                           l1.data(), a1.data());

@@ -78,6 +78,18 @@ struct VecAvx2 {
     static Reg madd(Reg acc, const uint16_t* w, XReg x) { return _mm256_fmadd_ps(load_bf16(w), x, acc); }
     static float product(uint16_t w, uint16_t x) { return bf16_to_float(w) * bf16_to_float(x); }
   };
+  // Lane i = the sum of the 8 floats at rows + 8 * i (one transposed horizontal sum for 8 rows).
+  static Reg row_sums(const float* rows) {
+    const Reg a = _mm256_hadd_ps(load(rows), load(rows + 8)), b = _mm256_hadd_ps(load(rows + 16), load(rows + 24));
+    const Reg c = _mm256_hadd_ps(load(rows + 32), load(rows + 40)), d = _mm256_hadd_ps(load(rows + 48), load(rows + 56));
+    const Reg ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);  // lanes: rows 0-3 | 4-7, per 128-bit half
+    return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
+  }
+  static float reduce_max(Reg v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
   static float reduce(Reg v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

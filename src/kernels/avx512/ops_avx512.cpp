@@ -50,6 +50,13 @@ struct VecAvx512 {
   static Reg round(Reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static Reg pow2(Reg n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
   static float reduce(Reg v) { return _mm512_reduce_add_ps(v); }
+  // Lane i = the sum of the 16 floats at rows + 16 * i.
+  static Reg row_sums(const float* rows) {
+    alignas(64) float sums[kWidth];
+    for (size_t i = 0; i < kWidth; ++i) sums[i] = reduce(load(rows + i * kWidth));
+    return _mm512_load_ps(sums);
+  }
+  static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
   static void store_bf16(uint16_t* p, Reg v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   }

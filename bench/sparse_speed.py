@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""The sparse-speed matrix: every policy family against dense in the same engine (tokensieve bench).
+
+At several context lengths, thread counts and SIMD levels: prefill and decode tokens/s, the KV bytes
+held and peak RSS.
+
+    python3 bench/sparse_speed.py                           # both models, every family, 1 and 2 threads
+    python3 bench/sparse_speed.py --models smollm2 --families quest,h2o --lengths 2048 -t 2 --dry-run
+    python3 bench/sparse_speed.py --simd native,avx2 --modes decode --write BENCHMARKS.md
+    python3 bench/sparse_speed.py --report-only --write BENCHMARKS.md  # tables from the cache, nothing run
+
+A cell is one (model, family, mode, length, threads, SIMD level): `tokensieve bench --vs-dense`
+measures the family's policies and dense interleaved in one process (medians over the repetitions);
+a prefill cell is ppL, a decode cell decodes --n-gen tokens after an L-token context. Peak RSS per
+configuration needs a process of its own, so with --rss each cell also runs `bench -r 1` once with
+the policies and once dense. Every finished cell appends one JSON line to --cache (the raw data);
+a rerun skips the cells already there unless --redo, so an interrupted run resumes. The tables
+(one per model and SIMD level) are built from the cache alone and go between the markers of
+--write (appended at the end if missing). Measure only on a quiet machine: nothing else running.
+"""
+import argparse
+import collections
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- sparse_speed:begin -->", "<!-- sparse_speed:end -->"
+MODELS = {"smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", 8192),  # key: (file in models/, max context)
+          "qwen": ("Qwen2.5-Coder-0.5B-Instruct.gguf", 32768)}
+SIMD_LEVELS = ("native", "avx2", "avx512", "scalar")  # native: TS_SIMD unset (the engine's best)
+MODES = ("prefill", "decode")
+
+Family = collections.namedtuple("Family", "key specs modes models")  # models: MODELS keys, None = any
+BUTLER = "tokenbutler:keep=0.5,predictor={root}/predictors/smollm2-135m-instruct.butler.safetensors"
+FAMILIES = [
+    # Profiles and predictors were searched / trained on SmolLM2 only.
+    Family("orthorank", ["orthorank:profile={root}/profiles/smollm2-135m-orthorank-shortened-20.json"],
+           ("prefill",), ("smollm2",)),
+    Family("tokenbutler", [BUTLER], ("decode",), ("smollm2",)),
+    Family("tokenbutler-shared", [BUTLER + ",shared=1,keys=i8"], ("decode",), ("smollm2",)),
+    Family("quest", ["quest:keep=0.5"], ("decode",), None),
+    Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
+    Family("h2o", ["h2o:keep=0.5"], ("decode",), None),
+    Family("snapkv", ["snapkv:keep=0.5"], ("decode",), None),
+    Family("streaming", ["streaming:keep=0.5"], ("decode",), None),
+    *[Family(f"int{bits}-g{group}", [f"kvquant:bits={bits},group={group}"], ("decode",), None)
+      for bits in (4, 2) for group in (32, 64, 128)],
+    Family("kivi4", ["kvquant:bits=4,group=32,mode=kivi,residual=32"], ("decode",), None),
+    Family("kivi2", ["kvquant:bits=2,group=32,mode=kivi,residual=32"], ("decode",), None),
+    Family("kvsink4", ["kvquant:bits=4,group=32", "pfn:n=4"], ("decode",), None),  # see FOOTNOTE
+    Family("tokenfilter", ["tokenfilter:ratio=0.3"], MODES, None),
+    Family("zipvl", ["zipvl:tau=0.975"], MODES, None),
+]
+FOOTNOTE = ("kvsink4 is 4-bit kvquant with the first 4 positions at full precision (`pfn:n=4`), a stand-in "
+            "for KVSink: KVSink proper needs a calibrated profile (`tokensieve calibrate kvsink`).")
+KEY_FIELDS = ("model_file", "family", "mode", "length", "threads", "simd", "reps", "n_gen")
+FIGURES = ("prefill_tps", "decode_tps", "prefill_cpu_tps", "decode_cpu_tps", "kv_bytes_per_token",
+           "kv_held_fraction", "kv_held_bytes_per_token", "decode_bytes_per_token", "decode_bandwidth_gbs",
+           "decode_bandwidth_fraction")
+
+
+def csv(text, convert=str, allowed=None):
+    items = [convert(x) for x in text.split(",") if x]
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad or not items:
+        sys.exit(f"error: bad list '{text}'" + (f" (choose from {', '.join(allowed)})" if allowed else ""))
+    return items
+
+
+def model_key(path):
+    """The MODELS key of a GGUF path (by file name), None for another model."""
+    return next((k for k, (f, _) in MODELS.items() if f == os.path.basename(path)), None)
+
+
+def plan(a):
+    """The cells to measure, one model/length's together so an interruption loses little."""
+    families = [f for f in FAMILIES if f.key in a.families]
+    for name in a.models:
+        path = os.path.join(ROOT, "models", MODELS[name][0]) if name in MODELS else name
+        key = model_key(path)
+        max_ctx = MODELS[key][1] if key else None  # another model: every length asked for
+        for length in [n for n in a.lengths if max_ctx is None or n <= max_ctx]:
+            for mode in a.modes:
+                for threads in a.threads:
+                    for simd in a.simd:
+                        for f in families:
+                            if mode in f.modes and (f.models is None or key in f.models):
+                                yield {"model": path, "model_file": os.path.basename(path), "family": f.key,
+                                       "specs": f.specs, "mode": mode, "length": length, "threads": threads,
+                                       "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
+
+
+def bench_cmd(binary, cell, specs, reps, n_gen, vs_dense):
+    p, n, d = (cell["length"], 0, 0) if cell["mode"] == "prefill" else (0, n_gen, cell["length"])
+    policies = [x for s in specs for x in ("--policy", s.format(root=ROOT))]
+    return ([binary, "bench", "-m", cell["model"], "-t", str(cell["threads"]), *policies]
+            + (["--vs-dense"] if vs_dense else []) + ["--json", "-r", str(reps), "-p", str(p), "-n", str(n),
+                                                      "-d", str(d)])
+
+
+def shown(cmd, simd):
+    return ("" if simd == "native" else f"TS_SIMD={simd} ") + shlex.join(cmd)
+
+
+def run_engine(cmd, simd):
+    """The engine's JSON, or (None, its last stderr line)."""
+    env = dict(os.environ)
+    env.pop("TS_SIMD", None)
+    if simd != "native":
+        env["TS_SIMD"] = simd
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        lines = [x.strip() for x in res.stderr.replace("\r", "\n").splitlines() if x.strip()]
+        return None, lines[-1] if lines else f"exit status {res.returncode}"
+    return json.loads(res.stdout), None
+
+
+def read_cache(path):
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def measure(cell, a, commit, dense_rss):
+    """One cell's cache record; dense_rss memoises the dense process's peak RSS, the same for every family."""
+    command = "python3 bench/sparse_speed.py " + shlex.join(sys.argv[1:])
+    record = {k: cell[k] for k in KEY_FIELDS} | {"specs": cell["specs"], "commit": commit, "command": command}
+    record["load_before"] = os.getloadavg()[0]
+    j, err = run_engine(bench_cmd(a.bin, cell, cell["specs"], a.reps, a.n_gen, True), cell["simd"])
+    record["load_after"] = os.getloadavg()[0]
+    record["utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if j and a.rss:
+        rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["simd"])
+        policy_j, err = run_engine(bench_cmd(a.bin, cell, cell["specs"], 1, 4, False), cell["simd"])
+        if policy_j and rss_key not in dense_rss:
+            dense_j, err = run_engine(bench_cmd(a.bin, cell, [], 1, 4, False), cell["simd"])
+            if dense_j:
+                dense_rss[rss_key] = dense_j["peak_rss_bytes"]
+        if not err:
+            record |= {"rss_policy_bytes": policy_j["peak_rss_bytes"], "rss_dense_bytes": dense_rss[rss_key]}
+    if err:
+        return record | {"ok": False, "error": err}
+    return record | {"ok": True, "simd_used": j["simd"], "machine_bandwidth_gbs": j["machine_bandwidth_gbs"],
+                     "peak_rss_both_bytes": j["peak_rss_bytes"], "speedup_vs_dense": j["speedup_vs_dense"],
+                     "policy": {k: j[k] for k in FIGURES}, "dense": {k: j["dense"][k] for k in FIGURES}}
+
+
+def row(r):
+    spec = " + ".join(f"`{s.replace('{root}/', '')}`" for s in r["specs"])
+    test = f"pp{r['length']}" if r["mode"] == "prefill" else f"tg{r['n_gen']} @ d{r['length']}"
+    head = f"| {r['family']} | {spec} | {r['threads']} | {test} |"
+    if not r["ok"]:
+        return head + f" failed: {r['error'][:100]} | | | | | | |"
+    tps = "prefill_tps" if r["mode"] == "prefill" else "decode_tps"
+    s = r["speedup_vs_dense"][r["mode"]], r["speedup_vs_dense"][r["mode"] + "_cpu"]
+    # The engine measures the bytes held only after a decode run.
+    held = (f"{r['policy']['kv_held_bytes_per_token']:.0f} vs {r['dense']['kv_held_bytes_per_token']:.0f}"
+            if r["mode"] == "decode" else "–")
+    rss = (f"{r['rss_policy_bytes'] / 2**20:.0f} / {r['rss_dense_bytes'] / 2**20:.0f}"
+           if "rss_policy_bytes" in r else "–")
+    return (head + f" {r['policy'][tps]:.1f} | {r['dense'][tps]:.1f} | {s[0]:.2f}× | {s[1]:.2f}× | {held} | "
+            f"{rss} | {r['load_before']:.2f}–{r['load_after']:.2f} |")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown CPU"
+
+
+def report(records):
+    """The markdown: one table per (model, SIMD level), from the cache's records."""
+    latest = {}
+    for r in records:  # a successful record beats a failed one; a later one an earlier one
+        key = tuple(r[k] for k in KEY_FIELDS)
+        if r["ok"] or not latest.get(key, {}).get("ok"):
+            latest[key] = r
+    ok = [r for r in latest.values() if r["ok"]]
+    if not latest:
+        return "No measurements yet."
+    bandwidth = [r["machine_bandwidth_gbs"] for r in ok]
+    out = [f"CPU: {cpu_model()}; measured read bandwidth "
+           + (f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s" if bandwidth else "–")
+           + f"; commit {', '.join(sorted({r['commit'] for r in latest.values()}))}.", "",
+           *[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
+           "t/s: medians over the repetitions, policy and dense interleaved in one process; speed-up (CPU "
+           "time) counts the process's CPU time, not its waits for a core. Peak RSS: separate `bench -r 1` "
+           "processes. " + FOOTNOTE]
+    order = {f.key: i for i, f in enumerate(FAMILIES)}
+    tables = collections.defaultdict(list)
+    for r in latest.values():
+        tables[(r["model_file"], r["simd"])].append(r)
+    for (model, asked), rows in sorted(tables.items()):
+        rows.sort(key=lambda r: (r["threads"], MODES.index(r["mode"]), r["length"], order.get(r["family"], 99)))
+        used = ", ".join(sorted({r["simd_used"] for r in rows if r["ok"]})) or "?"  # what the engine reported
+        out += ["", f"### {model}, simd {used} (TS_SIMD {asked})", "",
+                "| family | policy spec | threads | test | policy t/s | dense t/s | speed-up (wall) | "
+                "speed-up (CPU time) | KV held (bytes/token, policy) vs dense | peak RSS policy / dense (MiB) | "
+                "load before–after |", "|---|---|---|---|---|---|---|---|---|---|---|",
+                *map(row, rows)]
+    return "\n".join(out)
+
+
+def write_tables(path, text):
+    doc = open(path).read() if os.path.isfile(path) else ""
+    if BEGIN in doc and END in doc:
+        head, rest = doc.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+    else:
+        head, tail = doc.rstrip("\n") + "\n\n", "\n"
+    open(path, "w").write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="smollm2,qwen", help=f"keys ({', '.join(MODELS)}) or GGUF paths")
+    ap.add_argument("--families", default=",".join(f.key for f in FAMILIES), help="default: all")
+    ap.add_argument("--modes", default="prefill,decode")
+    ap.add_argument("--lengths", default="2048,8192,16384,32768", help="context lengths (capped per model)")
+    ap.add_argument("-t", "--threads", default="1,2")
+    ap.add_argument("--simd", default="native", help=f"TS_SIMD levels, comma-separated ({', '.join(SIMD_LEVELS)})")
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--n-gen", type=int, default=32, help="decode tokens per decode cell (default 32)")
+    ap.add_argument("--rss", action=argparse.BooleanOptionalAction, default=True,
+                    help="peak RSS of policy and dense, each in a process of its own (default on)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tokensieve"))
+    ap.add_argument("--cache", default=os.path.join(ROOT, "bench", "sparse_speed.jsonl"))
+    ap.add_argument("--redo", action="store_true", help="measure cells already in the cache again")
+    ap.add_argument("--dry-run", action="store_true", help="print the engine commands only")
+    ap.add_argument("--report-only", action="store_true", help="tables from the cache, nothing run")
+    ap.add_argument("--write", help="replace the tables between the markers of this markdown file")
+    a = ap.parse_args()
+    a.models = csv(a.models)
+    a.families = csv(a.families, allowed=[f.key for f in FAMILIES])
+    a.modes = csv(a.modes, allowed=MODES)
+    a.simd = csv(a.simd, allowed=SIMD_LEVELS)
+    try:
+        a.lengths, a.threads = csv(a.lengths, int), csv(a.threads, int)
+    except ValueError:
+        sys.exit("error: --lengths and --threads take integers")
+
+    records = read_cache(a.cache)
+    if not a.report_only:
+        done = set() if a.redo else {tuple(r[k] for k in KEY_FIELDS) for r in records if r["ok"]}
+        cells = [c for c in plan(a) if tuple(c[k] for k in KEY_FIELDS) not in done]
+        if a.dry_run:
+            dense_shown = set()
+            for c in cells:
+                print(shown(bench_cmd(a.bin, c, c["specs"], a.reps, a.n_gen, True), c["simd"]))
+                if a.rss:
+                    print(shown(bench_cmd(a.bin, c, c["specs"], 1, 4, False), c["simd"]))
+                    dense = shown(bench_cmd(a.bin, c, [], 1, 4, False), c["simd"])
+                    if dense not in dense_shown:  # measured once, shared by every family
+                        print(dense)
+                        dense_shown.add(dense)
+            return
+        for path in {c["model"] for c in cells} | ({a.bin} if cells else set()):
+            if not os.path.isfile(path):
+                sys.exit(f"error: no file {path} (tools/fetch_model.sh fetches the models; build the engine)")
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "unknown"
+        dense_rss = {(r["model_file"], r["mode"], r["length"], r["threads"], r["simd"]): r["rss_dense_bytes"]
+                     for r in records if r["ok"] and "rss_dense_bytes" in r}
+        for i, c in enumerate(cells, 1):
+            r = measure(c, a, commit, dense_rss)
+            with open(a.cache, "a") as f:  # failed cells too: the record says ok=false, a rerun retries them
+                f.write(json.dumps(r) + "\n")
+            records.append(r)
+            test = f"pp{c['length']}" if c["mode"] == "prefill" else f"tg{c['n_gen']} @ d{c['length']}"
+            what = (f"{r['policy'][c['mode'] + '_tps']:.1f} t/s, {r['speedup_vs_dense'][c['mode']]:.2f}× dense"
+                    if r["ok"] else f"FAILED: {r['error']}")
+            print(f"[{i}/{len(cells)}] {c['model_file']} {c['family']} {test} -t {c['threads']} "
+                  f"simd {c['simd']}: {what}", file=sys.stderr)
+    text = report(records)
+    print(text)
+    if a.write:
+        write_tables(a.write, text)
+
+
+if __name__ == "__main__":
+    main()
