@@ -97,8 +97,9 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
       }
       if (p.n_gen) {
         // The depth's context is filled once (a long fill costs far more than the decode timed)
-        // and each repetition rewinds to it, unless a prompt run replaced it.
-        if (p.n_prompt || rep == 0) {
+        // and each repetition rewinds to it, unless a prompt run replaced it or the policies'
+        // state cannot be rewound (a stack ranking whole calls, such as the evicting baselines).
+        if (p.n_prompt || rep == 0 || tf.ranks_whole_calls()) {
           tf.truncate(0);
           if (p.depth) tf.forward(context, false);
         } else {

@@ -37,6 +37,13 @@ def test_bench_policy_beside_dense(ts_bin):
     assert j["kv_held_fraction"] < 1 and j["dense"]["kv_held_fraction"] == 1  # SLEB holds nothing at layer 1
 
 
+def test_bench_decode_at_depth_with_an_evicting_policy_repeats(ts_bin):
+    # H2O's eviction state cannot be rewound to the depth: every repetition refills the context.
+    res = bench(ts_bin, "-p", "0", "-n", "4", "-d", "40", "-r", "3", "--policy", "h2o:keep=0.5", "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["decode_tps_all"]) == 3
+
+
 def test_bench_usage_errors(ts_bin):
     for args in (["--vs-dense"], ["--policy", "nosuch:x=1"], ["-p", "0", "-n", "0"]):
         res = bench(ts_bin, *args)
