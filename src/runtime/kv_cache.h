@@ -1,5 +1,6 @@
 #pragma once
-// Keys and values of past tokens per layer, row t holding all KV heads of the token at position t.
+// Keys and values of past tokens per layer: the F16 format stores each KV head's rows together
+// (head-major, key_head), the coded formats row t with all KV heads of the token at position t.
 //
 // Storage format (KvFormat): IEEE half precision (llama.cpp's default), or low-bit codes
 // (kernels/kv_codes.h) read by fused dequantize-and-dot attention (runtime/kv_attention.h):
@@ -149,8 +150,8 @@ class KvCache {
   void hold_all(size_t layer, size_t pos0, size_t n_tok);
   void evict(size_t layer, std::span<const uint32_t> positions);
 
-  // F16 format, a layer with holes: its held rows side by side in held order (row j = the j-th
-  // held position, all KV heads), so that attention streams them like a dense cache instead of
+  // F16 format, a layer with holes: its held rows side by side in held order (row j of each KV
+  // head = the j-th held position), so that attention streams them like a dense cache instead of
   // gathering scattered rows. A copy kept beside the position-addressed rows (policies and
   // attend_listed address rows by position); brought up to date by this call, which copies only
   // the rows held since the last call or moved by an eviction.
