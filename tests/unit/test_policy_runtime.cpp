@@ -318,16 +318,22 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   all_keys.set_policies(stack(std::make_unique<RecentKeys>(1000)));
   const auto want = copy(dense.forward(tokens, true));
   const auto got = copy(all_keys.forward(tokens, true));
-  // Two attention implementations (flash chunks, per-key softmax) over the same F16 cache: their
-  // rounding differs by about 1e-3 in the logits (the engine's own tolerance vs float is 0.05).
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 5e-3f);
+  // Two attention implementations (flash chunks, per-key softmax) round differently by ~1e-5; where
+  // that flips the F16 rounding of one cached K/V value, every later position sees it, and the logits
+  // of this 5-layer model move by up to ~5e-3 (the optimization level decides where). Attending to the
+  // wrong keys moves them by more than 0.1 (checked below with 3 recent keys).
+  const float tolerance = 2e-2f;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], tolerance);
 
   auto policy = std::make_unique<RecentKeys>(3);
   RecentKeys& r = *policy;
   DecisionLog log;
   recent.set_decision_log(&log);
   recent.set_policies(stack(std::move(policy)));
-  recent.forward(tokens, false);
+  const auto few = copy(recent.forward(tokens, true));
+  float max_change = 0.0f;
+  for (size_t i = 0; i < want.size(); ++i) max_change = std::max(max_change, std::abs(few[i] - want[i]));
+  EXPECT_GT(max_change, 5 * tolerance);
   recent.forward(random_tokens(1, 11), false);
   const size_t heads = stories().config().n_heads;
   EXPECT_EQ(r.rows_seen, (tokens.size() + 1) * heads);
