@@ -45,7 +45,7 @@ void release_pages(const void* p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-LargePageBuffer::LargePageBuffer(size_t bytes) {
+LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   if (bytes == 0) return;
   // Huge pages need 2 MiB-aligned addresses: map one huge page more and start at the first boundary.
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
@@ -54,7 +54,7 @@ LargePageBuffer::LargePageBuffer(size_t bytes) {
   TS_CHECK(p != MAP_FAILED, "out of memory allocating ", bytes, " bytes: ", std::strerror(errno));
   base_ = static_cast<uint8_t*>(p);
   data_ = base_ + ((kHuge - reinterpret_cast<uintptr_t>(p) % kHuge) % kHuge);
-  ::madvise(data_, bytes, MADV_HUGEPAGE);  // advisory, like release_pages
+  ::madvise(data_, bytes, small_pages ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);  // advisory, like release_pages
 }
 
 LargePageBuffer::~LargePageBuffer() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace ts {
@@ -35,7 +36,9 @@ void release_pages(const void* p, size_t n);
 class LargePageBuffer {
  public:
   LargePageBuffer() = default;
-  explicit LargePageBuffer(size_t bytes);
+  // small_pages: 4 KiB pages only, for arrays whose resident memory should follow closely how
+  // much of them is written (a 2 MiB page becomes resident whole on its first write).
+  explicit LargePageBuffer(size_t bytes, bool small_pages = false);
   ~LargePageBuffer();
   LargePageBuffer(LargePageBuffer&& o) noexcept { swap(o); }
   LargePageBuffer& operator=(LargePageBuffer&& o) noexcept {
@@ -54,6 +57,28 @@ class LargePageBuffer {
   uint8_t* base_ = nullptr;  // of the mapping, which starts up to 2 MiB before data_
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+};
+
+// n zero-valued T in small pages: memory is resident only where elements are written, so an array
+// sized for the whole context costs what the positions used so far cost. T must be an aggregate of
+// scalars (all-zero bytes its zero value).
+template <class T>
+class ZeroedArray {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  ZeroedArray() = default;
+  explicit ZeroedArray(size_t n) : buffer_(n * sizeof(T), /*small_pages=*/true), n_(n) {}
+
+  T* data() { return reinterpret_cast<T*>(buffer_.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(buffer_.data()); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  size_t size() const { return n_; }
+
+ private:
+  LargePageBuffer buffer_;
+  size_t n_ = 0;
 };
 
 }  // namespace ts

@@ -56,8 +56,8 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   n_groups_ = (kv_dim + g - 1) / g;
   n_blocks_ = (n_ctx + g - 1) / g;
   window_ = std::min(n_ctx, format.residual + g + kKvWindowBatch);
-  key_codes_.resize(n_layers * n_ctx * row_bytes_);
-  value_codes_.resize(n_layers * n_ctx * row_bytes_);
+  key_codes_ = ZeroedArray<uint8_t>(n_layers * n_ctx * row_bytes_);
+  value_codes_ = ZeroedArray<uint8_t>(n_layers * n_ctx * row_bytes_);
   if (format.ranges) {
     const KvStaticRanges& r = *format.ranges;
     TS_CHECK(r.n_layers == n_layers && r.kv_dim == kv_dim, "KV cache: static ranges of ", r.n_layers,
@@ -81,11 +81,11 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
       static_key_ = per_group(r.key_lo, r.key_hi);
     }
   } else {
-    value_ranges_.resize(n_layers * n_ctx * n_groups_);
+    value_ranges_ = ZeroedArray<CodeRange>(n_layers * n_ctx * n_groups_);
     if (format.channel_keys) {
-      key_block_ranges_.resize(n_layers * n_blocks_ * kv_dim);
+      key_block_ranges_ = ZeroedArray<CodeRange>(n_layers * n_blocks_ * kv_dim);
     } else {
-      key_ranges_.resize(n_layers * n_ctx * n_groups_);
+      key_ranges_ = ZeroedArray<CodeRange>(n_layers * n_ctx * n_groups_);
     }
   }
   kind_.assign(n_layers * n_ctx, kAbsent);
@@ -204,7 +204,7 @@ void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, Kv
   if (storage == KvStorage::Full) return;
   // A low-precision row takes the first bytes of its slot.
   const unsigned bits = storage == KvStorage::Low ? format_.low_bits : format_.bits;
-  const auto ranges_of = [&](const float* x, std::vector<CodeRange>& dynamic,
+  const auto ranges_of = [&](const float* x, ZeroedArray<CodeRange>& dynamic,
                              const std::vector<CodeRange>& fixed) {
     return static_ranges() ? &fixed[layer * n_groups_] : measure_groups(x, bits, &dynamic[row * n_groups_]);
   };
@@ -271,7 +271,7 @@ KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>&
         static_cast<size_t>(std::lower_bound(pins.begin(), pins.end(), uint32_t(pos)) - pins.begin());
     return {&pinned[layer][slot * kv_dim_], nullptr, nullptr};
   }
-  const std::vector<uint8_t>& codes = keys ? key_codes_ : value_codes_;
+  const ZeroedArray<uint8_t>& codes = keys ? key_codes_ : value_codes_;
   const CodeRange* ranges =
       keys ? (format_.channel_keys ? nullptr : group_ranges(key_ranges_, static_key_, layer, row))
            : group_ranges(value_ranges_, static_value_, layer, row);

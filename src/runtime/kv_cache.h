@@ -206,7 +206,7 @@ class KvCache {
   void code_row(const float* x, unsigned bits, uint8_t* codes, const CodeRange* ranges,
                 bool per_channel) const;
   // The per-token group ranges of a coded row.
-  const CodeRange* group_ranges(const std::vector<CodeRange>& dynamic, const std::vector<CodeRange>& fixed,
+  const CodeRange* group_ranges(const ZeroedArray<CodeRange>& dynamic, const std::vector<CodeRange>& fixed,
                                 size_t layer, size_t row) const {
     return static_ranges() ? &fixed[layer * n_groups_] : &dynamic[row * n_groups_];
   }
@@ -238,9 +238,10 @@ class KvCache {
   size_t row_bytes_ = 0, n_groups_ = 0, n_blocks_ = 0, window_ = 0;
   std::vector<KvSegment> head_segments_;                // per KV head: the whole head
   std::vector<std::vector<KvSegment>> group_segments_;  // per KV head: per-token groups within it
-  std::vector<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
-  std::vector<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
-  std::vector<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
+  // Sized for the whole context, resident as far as positions are written (like the F16 rows).
+  ZeroedArray<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
+  ZeroedArray<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
+  ZeroedArray<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
   std::vector<CodeRange> static_key_, static_value_;  // static: [layer][kv_dim] (KIVI keys) or [layer][group]
   std::vector<uint8_t> kind_;                         // [layer][pos]: kAbsent, kCoded, kFull
   std::vector<uint16_t> ring_k_, ring_v_;             // [layer][window][kv_dim]: the recent tokens in F16

@@ -16,6 +16,7 @@
 #include "runtime/kv_attention.h"
 #include "runtime/kv_cache.h"
 #include "runtime/transformer.h"
+#include "resident_memory.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -149,6 +150,32 @@ TEST(KvQuantCache, ResidualWindowAndBytes) {
   // 2 x 24 two-bit codes (12 bytes) + 2 x 2 groups of (scale, min) + 1 kind byte, per layer
   EXPECT_EQ(c.bytes_per_token(), kLayers * (12 + 2 * 2 * sizeof(CodeRange) + 1));
   EXPECT_EQ(KvCache(kLayers, kCtx, kDim, kHead).bytes_per_token(), kLayers * kDim * 4);
+}
+
+// A cache sized for Qwen2.5-0.5B at 32K (24 layers x 2 KV heads of 64) is resident as far as
+// positions are written: an INT4 cache costs its held bytes, not its capacity, and at full depth
+// less than half of the F16 cache's bytes.
+TEST(KvQuantCache, ResidentMemoryFollowsTheWrittenPositions) {
+  constexpr size_t layers = 24, ctx = 32768, dim = 128, head = 64, n = 2048;
+  const long before = resident_bytes();
+  KvCache c(layers, ctx, dim, head, {4, 32, false, 0, true});
+  const long empty = resident_bytes() - before;
+  const size_t f16_capacity = layers * ctx * KvCache(1, 1, dim, head).full_token_bytes();
+  EXPECT_LT(empty, long(f16_capacity / 50));  // the per-position kinds and the window only
+  std::vector<float> k(dim, 0.5f), v(dim, -0.25f);
+  c.begin_batch(0, n);
+  for (size_t l = 0; l < layers; ++l) {
+    for (size_t p = 0; p < n; ++p) c.store(l, p, k.data(), v.data(), KvStorage::Default);
+    c.commit(l, 0, n);
+    c.hold_all(l, 0, n);
+  }
+  c.set_size(n);
+  const long written = resident_bytes() - before - empty;
+  // The half-precision window grew to the batch; each layer's rows end inside a page of codes and
+  // of ranges: up to 4 pages of slack per layer.
+  EXPECT_LT(written, long(c.held_bytes() + c.window_bytes() + layers * 4 * 4096 + (1 << 20)));
+  EXPECT_GT(written, long(c.held_bytes() / 2));
+  EXPECT_LT(c.bytes_per_token() * ctx + c.window_bytes(), f16_capacity / 2);
 }
 
 // Mixed precision: every row reads as the plain cache of its own width would read it (a low row

@@ -9,17 +9,10 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "resident_memory.h"
 
 namespace ts {
 namespace {
-
-// Resident pages of this process (second field of /proc/self/statm).
-long resident_pages() {
-  std::ifstream statm("/proc/self/statm");
-  long size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident;
-}
 
 TEST(MappedFile, ReleasedPagesStopCountingAndReadBackUnchanged) {
   const auto path = std::filesystem::temp_directory_path() / ("ts_mapped_" + std::to_string(::getpid()));
@@ -33,10 +26,10 @@ TEST(MappedFile, ReleasedPagesStopCountingAndReadBackUnchanged) {
     const long page = ::sysconf(_SC_PAGESIZE);
     unsigned sum = 0;
     for (size_t i = 0; i < m.size(); i += static_cast<size_t>(page)) sum += m[i];  // fault every page in
-    const long before = resident_pages();
+    const long before = resident_bytes();
     release_pages(m.data() + 100, m.size() - 200);  // not page-aligned: only whole pages inside go
-    const long released = before - resident_pages();
-    EXPECT_GT(released, static_cast<long>(m.size() / static_cast<size_t>(page)) * 9 / 10);
+    const long released = before - resident_bytes();
+    EXPECT_GT(released, static_cast<long>(m.size()) * 9 / 10);
     EXPECT_TRUE(std::equal(m.begin(), m.end(), bytes.begin()));  // faulted back in from the file
     EXPECT_GT(sum, 0u);
   }
@@ -52,6 +45,21 @@ TEST(LargePageBuffer, IsZeroedWritableAndHugePageAligned) {
   LargePageBuffer moved = std::move(buf);
   EXPECT_EQ(moved.data()[(3 << 20) - 1], 5);
   EXPECT_EQ(buf.data(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from buffer is empty
+}
+
+// Sized far beyond what is written, a ZeroedArray costs the pages written: 4 KiB granules, not the
+// 2 MiB pages a LargePageBuffer asks for.
+TEST(ZeroedArray, ResidentOnlyWhereWritten) {
+  const size_t n = size_t{256} << 20;  // 1 GiB of floats
+  const long before = resident_bytes();
+  ZeroedArray<float> a(n);
+  EXPECT_EQ(a.size(), n);
+  EXPECT_EQ(a[n - 1], 0.0f);  // reading a zero page maps it shared, not resident per page
+  for (size_t i = 0; i < n; i += n / 64) a[i] = float(i);  // 64 pages, 64 MiB apart
+  const long grown = resident_bytes() - before;
+  EXPECT_LT(grown, 8l << 20);  // 64 x 4 KiB plus noise; 2 MiB pages would be 128 MiB
+  EXPECT_EQ(a[n / 64], float(n / 64));
+  EXPECT_EQ(a[n / 64 + 1], 0.0f);
 }
 
 }  // namespace
