@@ -39,6 +39,8 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
   if (!format.quantized()) {
     TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
     TS_CHECK(kv_dim % head_dim_ == 0, "KV cache: kv_dim ", kv_dim, " is not a multiple of head_dim ", head_dim_);
+    // 2 MiB pages: decode at depth 8000 ran 5-10% faster than with 4 KiB pages (SmolLM2, AVX2, 2
+    // threads), at the price of residency in 2 MiB steps per (layer, KV head) region.
     keys_ = LargePageBuffer(n_layers * n_ctx * kv_dim * sizeof(uint16_t));
     values_ = LargePageBuffer(n_layers * n_ctx * kv_dim * sizeof(uint16_t));
     return;
