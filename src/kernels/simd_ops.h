@@ -63,9 +63,10 @@ struct SimdOps {
                      size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc);
   // attn_chunk over the listed key/value rows rows[0..n_keys) instead of a contiguous chunk: the
   // sparse attention of key-selecting policies (TokenButler, Oracle, Quest, H2O), no key copies.
+  // With p (n_q x n_keys), also each exp(score - m[g]): the probabilities observers (H2O) watch.
   void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                       const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
-                      float* acc);
+                      float* acc, float* p);
   // attn_chunk over n_keys consecutive coded rows (kernels/kv_codes.h) of one KV head: the keys
   // and values are decoded in registers (scale * code + min per segment) as they stream by, so the
   // cache is read at its coded width. score = scale * (q . key) + bias[g] (bias may be null; KIVI

@@ -65,7 +65,7 @@ class Transformer {
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
   };
-  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, bool whole, size_t queries = 0,
+  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries = 0,
                             size_t extra_parts = 0);
   LayerInput layer_input(size_t layer, size_t n_tok, size_t pos0) const;
   void resize_scratch(size_t n_tok);

@@ -22,11 +22,16 @@ constexpr size_t kQueryTile = 8;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+struct MergedSoftmax {
+  float max, denom;
+};
+
 // One query's output from its partials over disjoint key chunks: part ci sits at index
 // first + ci * step of m (max score), l (sum of exp(score - m); 0 = the chunk had no keys) and
 // acc (head_dim floats per part, the unnormalized value sum). No keys at all: output 0.
-void merge_parts(const std::vector<float>& m, const std::vector<float>& l, const std::vector<float>& acc,
-                 size_t first, size_t step, size_t n_parts, size_t head_dim, float* out) {
+// Returns the merged maximum and softmax denominator (0: no keys).
+MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>& l, const std::vector<float>& acc,
+                          size_t first, size_t step, size_t n_parts, size_t head_dim, float* out) {
   float mx = -INFINITY;
   for (size_t ci = 0, p = first; ci < n_parts; ++ci, p += step)
     if (l[p] > 0.0f) mx = std::max(mx, m[p]);
@@ -40,20 +45,21 @@ void merge_parts(const std::vector<float>& m, const std::vector<float>& l, const
   }
   if (denom > 0.0f)
     for (size_t x = 0; x < head_dim; ++x) out[x] /= denom;
+  return {mx, denom};
 }
 }  // namespace
 
 // Keys per work item for `streams` key streams of at most n_keys_max keys: whole streams when
-// there are enough of them for the threads (or `whole` asks for them), else chunks of at least
+// there are enough of them for the threads, else chunks of at least
 // kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
 // extra_parts, query), with `queries` queries per stream (default: the query heads of a group).
-Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, bool whole, size_t queries,
+Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries,
                                                     size_t extra_parts) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
   if (queries == 0) queries = group;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
   size_t chunk = n_keys_max;
-  if (!whole && streams < want_tasks)
+  if (streams < want_tasks)
     chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, streams)));
   chunk = std::max<size_t>(chunk, 1);
   const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
@@ -118,7 +124,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
   };
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
   const size_t streams = n_tiles * c.n_kv_heads, n_keys_max = tile_keys(n_tiles - 1).size();
-  const KeyChunks plan = plan_key_chunks(streams, n_keys_max, false, tile_queries, tails);
+  const KeyChunks plan = plan_key_chunks(streams, n_keys_max, tile_queries, tails);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(
@@ -184,8 +190,9 @@ void Transformer::attend(size_t layer, size_t pos0) {
 // head) or watch the attention probabilities: the positions a policy selects, else those the
 // layer holds up to the token. The lists are chosen first; then each (row, KV head) gathers its
 // keys once for the whole query group when the group's lists agree (holes, group-shared
-// selections), else once per query head, in chunks as attend's when the threads need them
-// (not when a policy watches the probabilities: they come from one pass over the whole list).
+// selections), else once per query head, in chunks as attend's when the threads need them.
+// When a policy watches the probabilities, each chunk's kernel also returns its numerators
+// (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
 void Transformer::attend_listed(size_t layer, size_t pos0) {
   const ModelConfig& c = model_.config();
@@ -236,9 +243,12 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
     }
   }
   const size_t n_gathers = gathers_.size();
-  const KeyChunks plan = plan_key_chunks(n_gathers, n_keys_max, watched);
+  const KeyChunks plan = plan_key_chunks(n_gathers, n_keys_max);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks;
-  if (watched) attn_probs_.resize(std::max(attn_probs_.size(), tasks));
+  if (watched) {
+    attn_probs_.resize(std::max(attn_probs_.size(), tasks));
+    for (size_t task = 0; task < tasks; ++task) attn_probs_[task].resize(key_spans_[task].size());
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(
       n_gathers * n_chunks,
@@ -257,27 +267,17 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           const std::span<const uint32_t> keys = list.subspan(start, std::min(chunk, list.size() - start));
           const float* q = &q_[i * d + h * hd];
           float* acc = &part_acc_[task * group * hd];
-          thread_local std::vector<float> numerators;  // quantized cache: exp(score - m) per key
+          thread_local std::vector<float> numerators;  // [g][key]: exp(score - m[g])
+          if (watched) numerators.resize(n_q * keys.size());
+          float* p = watched ? numerators.data() : nullptr;
           if (cache_.quantized()) {
-            if (watched) numerators.resize(n_q * keys.size());
-            attend_coded(cache_, layer, kvh, q, n_q, keys, scale, m, l, acc,
-                         watched ? numerators.data() : nullptr);
+            attend_coded(cache_, layer, kvh, q, n_q, keys, scale, m, l, acc, p);
           } else {
             k.attn_gather(q, n_q, cache_.key_head(layer, kvh), cache_.value_head(layer, kvh), hd, keys.data(),
-                          keys.size(), hd, scale, m, l, acc);
+                          keys.size(), hd, scale, m, l, acc, p);
           }
-          if (!watched) continue;
-          for (size_t g = 0; g < n_q; ++g) {  // probabilities for the observers (one chunk: the whole list)
-            std::vector<float>& p = attn_probs_[gather.task + g];
-            p.resize(keys.size());
-            const float* qg = q + g * hd;
-            for (size_t j = 0; j < keys.size(); ++j)
-              p[j] = cache_.quantized()
-                         ? numerators[g * keys.size() + j] / l[g]
-                         : std::exp(scale * k.dot_f16_f32(cache_.key_head(layer, kvh) + keys[j] * hd, qg, hd) -
-                                    m[g]) /
-                               l[g];
-          }
+          for (size_t g = 0; watched && g < n_q; ++g)
+            std::copy_n(&numerators[g * keys.size()], keys.size(), attn_probs_[gather.task + g].data() + start);
         }
       },
       plan.min_items);
@@ -287,9 +287,18 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
         for (size_t u = b; u < e; ++u) {
           const Gather& gather = gathers_[u];
           const size_t i = gather.task / n_heads, h = gather.task % n_heads;
-          for (size_t g = 0; g < gather.n_q; ++g)
-            merge_parts(part_m_, part_l_, part_acc_, u * n_chunks * group + g, group, n_chunks, hd,
-                        &attn_out_[i * d + (h + g) * hd]);
+          for (size_t g = 0; g < gather.n_q; ++g) {
+            const size_t first = u * n_chunks * group + g;
+            const MergedSoftmax merged =
+                merge_parts(part_m_, part_l_, part_acc_, first, group, n_chunks, hd, &attn_out_[i * d + (h + g) * hd]);
+            if (!watched || merged.denom <= 0.0f) continue;
+            std::vector<float>& p = attn_probs_[gather.task + g];
+            for (size_t ci = 0; ci * chunk < p.size(); ++ci) {  // chunk numerators -> probabilities
+              const size_t part = first + ci * group, end = std::min(p.size(), (ci + 1) * chunk);
+              const float f = std::exp(part_m_[part] - merged.max) / merged.denom;
+              for (size_t j = ci * chunk; j < end; ++j) p[j] *= f;
+            }
+          }
         }
       },
       kMinCombinePairs);

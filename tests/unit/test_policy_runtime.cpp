@@ -73,8 +73,7 @@ class RecentKeys final : public Policy {
         EXPECT_EQ(a.keys_of(i, h).back(), a.pos0 + (*a.rows)[i]);
         float sum = 0;
         for (float p : a.probs_of(i, h)) sum += p;
-        // The kernel sums scores in its own order and exponentiates with its polynomial; the
-        // probabilities are recomputed with dot_f16_f32 and std::exp: a few units in the 5th digit.
+        // The numerators and their sum are both the kernel's, but summed in different orders.
         EXPECT_NEAR(sum, 1.0f, 5e-5f);
         ++rows_seen;
       }
@@ -83,6 +82,17 @@ class RecentKeys final : public Policy {
 
  private:
   size_t keep_;
+};
+
+// Keeps the probabilities layer 1 shows its observers on the last call, for every head.
+class ProbabilityRecorder final : public Policy {
+ public:
+  ProbabilityRecorder() : Policy({"probabilities", {}}) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::ObserveAttention, {1}}}; }
+  void observe_attention(const AttentionRows& a) override {
+    probs.assign(a.probs.begin(), a.probs.end());
+  }
+  std::vector<std::vector<float>> probs;
 };
 
 class SkipAllAttention final : public Policy {
@@ -341,6 +351,38 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   ASSERT_EQ(log.layers.size(), 10u);  // 5 layers x 2 batches
   EXPECT_EQ(log.layers[0].keys_attended[0], 1u);
   EXPECT_EQ(log.layers[0].keys_attended[5 * heads], 3u);
+}
+
+// A decode step over 600 keys splits each head's keys across 2 threads; the probabilities an
+// observer sees are then merged from the chunks' numerators: they must equal the 1-thread ones,
+// which come from one pass over the whole list.
+TEST(PolicyRuntime, ObservedProbabilitiesDoNotDependOnTheKeySplit) {
+  const auto tokens = random_tokens(600, 12);
+  std::vector<std::vector<float>> by_threads[2];
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    Transformer tf(stories(), pool, 640);
+    auto recorder = std::make_unique<ProbabilityRecorder>();
+    ProbabilityRecorder& r = *recorder;
+    tf.set_policies(stack(std::move(recorder)));
+    tf.forward(tokens, false);
+    tf.forward(random_tokens(1, 13), false);
+    by_threads[threads - 1] = r.probs;
+  }
+  const auto& one = by_threads[0];
+  const auto& two = by_threads[1];
+  ASSERT_EQ(one.size(), stories().config().n_heads);
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t h = 0; h < one.size(); ++h) {
+    ASSERT_EQ(one[h].size(), tokens.size() + 1);
+    ASSERT_EQ(two[h].size(), one[h].size());
+    float sum = 0;
+    for (size_t j = 0; j < one[h].size(); ++j) {
+      ASSERT_NEAR(two[h][j], one[h][j], 1e-6f + 1e-4f * one[h][j]) << h << " " << j;
+      sum += two[h][j];
+    }
+    EXPECT_NEAR(sum, 1.0f, 1e-4f);
+  }
 }
 
 TEST(PolicyRuntime, SkippedAttentionRunsTheFfnAndOptionallyCachesKv) {

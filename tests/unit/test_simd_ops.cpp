@@ -197,27 +197,32 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
   std::mt19937 rng(11);
   for (size_t n_q : {1u, 3u, 5u}) {
     for (size_t n_rows : {1u, 19u, 333u}) {
-      for (size_t hd : {40u, 64u, 128u}) {
+      for (size_t hd : {36u, 40u, 64u, 128u}) {
         const size_t stride = 3 * hd + 8, n_cache = 400;
         auto k = random_halves(n_cache * stride, 12), v = random_halves(n_cache * stride, 13);
         auto q = random_floats(n_q * hd, 14);
         std::vector<uint32_t> rows(n_rows);
         for (auto& r : rows) r = static_cast<uint32_t>(rng() % n_cache);  // any order, repeats allowed
         std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
-        simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
-                           m1.data(), l1.data(), a1.data());
-        ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
-                          m2.data(), l2.data(), a2.data());
-        for (size_t g = 0; g < n_q; ++g) {
-          EXPECT_NEAR(m1[g], m2[g], 1e-5f);
-          EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_rows;
-          for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+        // With and without numerators (the watched path takes another kernel): the same result.
+        for (bool numerators : {false, true}) {
+          std::vector<float> p1(numerators ? n_q * n_rows : 0), p2(p1.size());
+          simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
+                             m1.data(), l1.data(), a1.data(), numerators ? p1.data() : nullptr);
+          ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
+                            m2.data(), l2.data(), a2.data(), numerators ? p2.data() : nullptr);
+          for (size_t g = 0; g < n_q; ++g) {
+            EXPECT_NEAR(m1[g], m2[g], 1e-5f);
+            EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_rows;
+            for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+          }
+          for (size_t i = 0; i < p1.size(); ++i) ASSERT_NEAR(p1[i], p2[i], 1e-5f * (1 + p2[i])) << hd << " " << i;
         }
         // Gathering rows 0..n-1 is the contiguous chunk, bit for bit.
         std::vector<uint32_t> first(n_rows);
         for (size_t j = 0; j < n_rows; ++j) first[j] = static_cast<uint32_t>(j);
         simd().attn_gather(q.data(), n_q, k.data(), v.data(), stride, first.data(), n_rows, hd, 0.125f,
-                           m1.data(), l1.data(), a1.data());
+                           m1.data(), l1.data(), a1.data(), nullptr);
         simd().attn_chunk(q.data(), n_q, k.data(), v.data(), stride, n_rows, hd, 0.125f, m2.data(), l2.data(),
                           a2.data());
         EXPECT_EQ(m1, m2);

@@ -125,9 +125,9 @@ void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, floa
 
 template <class Rows>
 void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
-               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
+               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc, float* p) {
   attend_reference(
-      n_q, n_keys, head_dim, m, l, acc, nullptr,
+      n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
         return dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
       },
@@ -136,13 +136,13 @@ void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v,
 
 void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                 size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
-  attn_rows(q, n_q, k, v, stride, ContiguousRows{}, n_keys, head_dim, scale, m, l, acc);
+  attn_rows(q, n_q, k, v, stride, ContiguousRows{}, n_keys, head_dim, scale, m, l, acc, nullptr);
 }
 
 void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                  const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
-                 float* acc) {
-  attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc);
+                 float* acc, float* p) {
+  attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc, p);
 }
 
 void attn_codes(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
