@@ -33,15 +33,17 @@ void EvictingKeys::prepare_keys(const QueryRows& q) {
   lists_pos0_ = q.pos0;
   const size_t span = n_rows ? (*q.rows)[n_rows - 1] + 1 : 0;
   row_lists_.resize(std::max(row_lists_.size(), span * n_heads_));
+  collect_observed_ = n_rows == 1 && collects_observed_attention();
   for (size_t h = 0; h < n_heads_; ++h) {
     HeadState& s = heads_[q.layer * n_heads_ + h];
-    for (size_t i = 0; i < n_rows; ++i) step(s, q, i, h, row_lists_[(*q.rows)[i] * n_heads_ + h]);
+    for (size_t i = 0; i < n_rows; ++i)
+      step(s, q, i, h, row_lists_[(*q.rows)[i] * n_heads_ + h], !collect_observed_);
   }
   if (n_rows) n_seen_ = std::max(n_seen_, q.pos0 + (*q.rows)[n_rows - 1] + 1);
 }
 
 void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t head,
-                        std::vector<uint32_t>& keys) {
+                        std::vector<uint32_t>& keys, bool collect_now) {
   const size_t pos = q.pos0 + (*q.rows)[row], sinks = budget_.sinks();
   if (s.attention.size() <= pos) s.attention.resize(std::max<size_t>(pos + 1, 2 * s.attention.size()), 0.0f);
   s.active.push_back(static_cast<uint32_t>(pos));
@@ -61,6 +63,7 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t hea
     s.active.erase(s.active.begin() + static_cast<std::ptrdiff_t>(victim));
   }
   keys = s.active;
+  if (!collect_now) return;
   // This step's attention over the active set, as the attention will compute it.
   const size_t hd = q.head_dim, kvh = head / group_;
   const std::span<const float> qv = q.query(row, head);
@@ -75,6 +78,12 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t hea
   for (float& x : logits_) sum += (x = std::exp((x - mx) * scale));
   for (float& x : logits_) x /= sum;
   collect(s, keys, logits_);
+}
+
+void EvictingKeys::observe_attention(const AttentionRows& a) {
+  if (!collect_observed_) return;
+  collect_observed_ = false;
+  for (size_t h = 0; h < n_heads_; ++h) collect(heads_[a.layer * n_heads_ + h], a.keys_of(0, h), a.probs_of(0, h));
 }
 
 void EvictingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,

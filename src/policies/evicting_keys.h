@@ -8,8 +8,11 @@
 // KV cache (another head may still read them) but are never attended by this head again.
 //
 // A whole forward batch is simulated row by row in prepare_keys, so prefill and decode follow the
-// same per-step rule. The state cannot be rewound: calls are never split or shared (see
-// ranks_whole_calls), and truncate only restarts a sequence.
+// same per-step rule: within a batch each row's probabilities are computed there, before the next
+// row evicts. A one-row call (a decode step) takes them from the attention itself instead
+// (observe_attention), which computes them anyway, split across the threads. The state cannot be
+// rewound: calls are never split or shared (see ranks_whole_calls), and truncate only restarts a
+// sequence.
 #include <cstdint>
 #include <vector>
 
@@ -23,7 +26,10 @@ class EvictingKeys : public Policy {
   EvictingKeys(PolicyOptions& options);
 
   void bind(const Model& model) override;
-  std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }
+  std::vector<HookClaim> claims() const override {
+    if (!collects_observed_attention()) return {{Hook::SelectKeys, budget_.layers()}};
+    return {{Hook::SelectKeys, budget_.layers()}, {Hook::ObserveAttention, budget_.layers()}};
+  }
   // The eviction state of a step depends on all earlier steps, so no call may start from a
   // shared prefix of another: the runtime's signal for that is a policy ranking whole calls.
   bool ranks_whole_calls() const override { return true; }
@@ -31,6 +37,7 @@ class EvictingKeys : public Policy {
   void prepare_keys(const QueryRows& q) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override;
+  void observe_attention(const AttentionRows& a) override;
 
  protected:
   struct HeadState {
@@ -46,11 +53,16 @@ class EvictingKeys : public Policy {
   virtual float importance(const HeadState& s, uint32_t j, size_t pos) const = 0;
   // How many of the newest tokens are never evicted, for a budget.
   virtual size_t protected_recent(size_t budget) const = 0;
+  // Whether a decode step may collect the attention's own probabilities, which differ from
+  // prepare_keys' in the last bits: false when importance ties hinge on those bits.
+  virtual bool collects_observed_attention() const { return true; }
 
   const KeyBudget& budget() const { return budget_; }
 
  private:
-  void step(HeadState& s, const QueryRows& q, size_t row, size_t head, std::vector<uint32_t>& keys);
+  // One row's eviction and key list; with `collect_now`, also its attention over the list.
+  void step(HeadState& s, const QueryRows& q, size_t row, size_t head, std::vector<uint32_t>& keys,
+            bool collect_now);
 
   KeyBudget budget_;
   size_t n_heads_ = 0, group_ = 1;
@@ -58,6 +70,7 @@ class EvictingKeys : public Policy {
   std::vector<HeadState> heads_;                  // [layer][head]
   std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][head]
   size_t lists_pos0_ = 0;
+  bool collect_observed_ = false;  // this layer's one-row call collects in observe_attention
   std::vector<float> logits_;
 };
 

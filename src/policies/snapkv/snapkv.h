@@ -18,6 +18,9 @@ class SnapKVKeys final : public EvictingKeys {
   void collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const override;
   float importance(const HeadState& s, uint32_t j, size_t pos) const override;
   size_t protected_recent(size_t budget) const override { return std::min(window_, budget / 2); }
+  // The window subtracts the probabilities it added: a position's sum returns to ~0 by rounding,
+  // and such positions tie on the last bits, so prefill and decode must compute them alike.
+  bool collects_observed_attention() const override { return false; }
 
   size_t window_ = 32, pool_ = 7;
 };
