@@ -238,7 +238,7 @@ class KvCache {
   size_t row_bytes_ = 0, n_groups_ = 0, n_blocks_ = 0, window_ = 0;
   std::vector<KvSegment> head_segments_;                // per KV head: the whole head
   std::vector<std::vector<KvSegment>> group_segments_;  // per KV head: per-token groups within it
-  // Sized for the whole context, resident as far as positions are written (like the F16 rows).
+  // Sized for the whole context, resident as far as positions are written (4 KiB pages).
   ZeroedArray<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
   ZeroedArray<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
   ZeroedArray<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
