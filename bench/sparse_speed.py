@@ -43,6 +43,7 @@ FAMILIES = [
     Family("tokenbutler", [BUTLER], ("decode",), ("smollm2",)),
     Family("tokenbutler-shared", [BUTLER + ",shared=1,keys=i8"], ("decode",), ("smollm2",)),
     Family("quest", ["quest:keep=0.5"], ("decode",), None),
+    Family("quest-shared", ["quest:keep=0.5,shared=1"], ("decode",), None),
     Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
     Family("h2o", ["h2o:keep=0.5"], ("decode",), None),
     Family("snapkv", ["snapkv:keep=0.5"], ("decode",), None),

@@ -57,7 +57,9 @@ PolicyRegistry build_registry() {
              ": SnapKV, evicting per head by the observation window's pooled attention",
          make<SnapKVKeys>});
   r.add({"quest",
-         "keep=F[,page=16]" + common + ": Quest, query-aware selection of pages by min/max key bounds",
+         "keep=F[,page=16][,shared=0|1]" + common +
+             ": Quest, query-aware selection of pages by min/max key bounds (shared=1: one selection per KV "
+             "head's group)",
          make<QuestKeys>});
   r.add(
       {"tokenbutler",

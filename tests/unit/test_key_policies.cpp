@@ -56,7 +56,7 @@ Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t ste
 }
 
 const char* const kSpecs[] = {"oracle:keep=0.5", "streaming:keep=0.5", "quest:keep=0.5,page=4",
-                              "h2o:keep=0.5", "snapkv:keep=0.5,window=8,pool=3"};
+                              "quest:keep=0.5,page=4,shared=1", "h2o:keep=0.5", "snapkv:keep=0.5,window=8,pool=3"};
 
 TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
   const std::vector<uint32_t> cand = {0, 1, 2, 5, 7, 9, 11};
@@ -246,6 +246,70 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
   EXPECT_EQ(s.keys.at({1, 40, 0}), (std::vector<uint32_t>{0, 1, 36, 37, 38, 39, 40}));
   EXPECT_NE(run("oracle:keep=0.25", tokens, 80).keys.at({2, 79, 3}),
             run("streaming:keep=0.25", tokens, 80).keys.at({2, 79, 3}));
+}
+
+// Quest on a hand-made cache against its rule read literally: a page's bound is
+// sum_c max(q_c min_c, q_c max_c) over its keys as the cache returns them, summed over the group's
+// query heads when shared=1; the best bounds fill the budget after the current page; the sinks.
+TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
+  const ModelConfig& c = stories().config();
+  const size_t hd = c.head_dim, kv = size_t{c.n_kv_heads} * hd, group = c.n_heads / c.n_kv_heads;
+  const size_t n = 203, page = 8, layer = 1;
+  KvCache cache(c.n_layers, 256, kv, hd);
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  std::vector<float> k(n * kv), v(n * kv), queries(n * c.n_heads * hd);
+  for (float& x : k) x = normal(rng);
+  for (float& x : queries) x = normal(rng);
+  cache.begin_batch(0, n);
+  for (size_t j = 0; j < n; ++j) cache.store(layer, j, &k[j * kv], &v[j * kv], KvStorage::Default);
+  cache.commit(layer, 0, n);
+  cache.set_size(n);
+  std::vector<float> cached(n * kv);
+  for (size_t j = 0; j < n; ++j) cache.read_key(layer, j, &cached[j * kv]);
+  RowSet rows;
+  rows.set_all(n);
+  for (const bool shared : {false, true}) {
+    const std::string spec = std::string("quest:keep=0.3,page=8,sinks=3,shared=") + (shared ? "1" : "0");
+    auto quest = builtin_policies().create(spec);
+    quest->bind(stories());
+    ASSERT_EQ(quest->selects_per_group(), shared);
+    quest->prepare_keys({layer, 0, &rows, c.n_heads, hd, queries.data(), &cache});
+    const size_t per_list = shared ? group : 1;
+    for (const size_t pos : {size_t{5}, size_t{8}, size_t{9}, size_t{100}, size_t{202}}) {
+      std::vector<uint32_t> cand(pos + 1), keys;
+      std::iota(cand.begin(), cand.end(), 0u);
+      for (size_t h = 0; h < c.n_heads; h += per_list) {
+        const size_t kvh = h / group;
+        const std::span<const float> q(&queries[(pos * c.n_heads + h) * hd], per_list * hd);
+        quest->select_keys({layer, pos, h, kvh, q, &cache, per_list}, cand, keys);
+        std::vector<std::pair<double, size_t>> by_bound;  // (-bound, page): ascending = best first
+        for (size_t p = 0; p < pos / page; ++p) {
+          double bound = 0;
+          for (size_t g = 0; g < per_list; ++g)
+            for (size_t x = 0; x < hd; ++x) {
+              float lo = INFINITY, hi = -INFINITY;
+              for (size_t j = p * page; j < (p + 1) * page; ++j) {
+                lo = std::min(lo, cached[j * kv + kvh * hd + x]);
+                hi = std::max(hi, cached[j * kv + kvh * hd + x]);
+              }
+              bound += std::max(double(q[g * hd + x]) * lo, double(q[g * hd + x]) * hi);
+            }
+          by_bound.push_back({-bound, p});
+        }
+        std::ranges::sort(by_bound);
+        const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.3)), in_current = pos % page + 1;
+        const size_t more = budget > in_current ? (budget - in_current + page - 1) / page : 0;
+        std::set<uint32_t> want;
+        for (uint32_t j = 0; j < std::min<size_t>(3, pos + 1); ++j) want.insert(j);
+        for (size_t j = pos / page * page; j <= pos; ++j) want.insert(static_cast<uint32_t>(j));
+        for (size_t r = 0; r < std::min(more, by_bound.size()); ++r)
+          for (size_t j = by_bound[r].second * page; j < (by_bound[r].second + 1) * page; ++j)
+            want.insert(static_cast<uint32_t>(j));
+        ASSERT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end())) << spec << " pos " << pos << " head " << h;
+      }
+    }
+  }
 }
 
 TEST(KeyPolicies, BadOptionsAreRejected) {

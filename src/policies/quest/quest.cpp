@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/simd_ops.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
@@ -12,13 +13,15 @@ namespace ts {
 QuestKeys::QuestKeys(PolicyOptions& options)
     : Policy(options.spec()),
       budget_(options, -1),
-      page_(options.take_uint("page", 1, 1u << 16).value_or(16)) {}
+      page_(options.take_uint("page", 1, 1u << 16).value_or(16)),
+      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {}
 
 void QuestKeys::bind(const Model& model) {
   budget_.bind(model, name());
-  kv_dim_ = size_t{model.config().n_kv_heads} * model.config().head_dim;
-  key_.resize(kv_dim_);
+  head_dim_ = model.config().head_dim;
+  key_.resize(size_t{model.config().n_kv_heads} * head_dim_);
   layers_.assign(model.config().n_layers, {});
+  for (LayerPages& l : layers_) l.bounds.resize(model.config().n_kv_heads);
 }
 
 void QuestKeys::truncate(size_t n_past) {
@@ -31,18 +34,24 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
   TS_CHECK(q.cache->holds_all(q.layer), "policy ", name(), ": the cache of layer ", q.layer,
            " has holes (another policy evicted or skipped tokens)");
   const size_t last_pos = q.pos0 + (*q.rows)[q.rows->size() - 1];
-  const size_t need = last_pos / page_;
-  if (lp.bounds.size() < need * 2 * kv_dim_) lp.bounds.resize(std::max(need, 2 * lp.ready + 8) * 2 * kv_dim_);
+  const size_t need = last_pos / page_, hd = head_dim_, width = 2 * hd;
+  for (std::vector<float>& b : lp.bounds)
+    if (b.size() < need * width) b.resize(std::max(need, 2 * lp.ready + 8) * width);
   for (size_t p = lp.ready; p < need; ++p) {
-    float* lo = &lp.bounds[p * 2 * kv_dim_];
-    float* hi = lo + kv_dim_;
-    std::fill(lo, lo + kv_dim_, INFINITY);
-    std::fill(hi, hi + kv_dim_, -INFINITY);
+    for (std::vector<float>& b : lp.bounds) {
+      std::fill_n(&b[p * width], hd, -INFINITY);
+      std::fill_n(&b[p * width + hd], hd, INFINITY);
+    }
     for (size_t j = p * page_; j < (p + 1) * page_; ++j) {
       q.cache->read_key(q.layer, j, key_.data());
-      for (size_t c = 0; c < kv_dim_; ++c) {
-        lo[c] = std::min(lo[c], key_[c]);
-        hi[c] = std::max(hi[c], key_[c]);
+      for (size_t kvh = 0; kvh < lp.bounds.size(); ++kvh) {
+        float* hi = &lp.bounds[kvh][p * width];
+        float* lo = hi + hd;
+        const float* k = &key_[kvh * hd];
+        for (size_t c = 0; c < hd; ++c) {
+          hi[c] = std::max(hi[c], k[c]);
+          lo[c] = std::min(lo[c], k[c]);
+        }
       }
     }
   }
@@ -51,31 +60,38 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
 
 void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                             std::vector<uint32_t>& keys) const {
-  const LayerPages& lp = layers_[q.layer];
-  const size_t hd = q.q.size(), current = q.pos / page_;
+  // prepare_keys checked the layer holds every position: the candidates are 0..pos.
+  TS_CHECK(candidates.size() == q.pos + 1, "policy ", name(), ": the cache of layer ", q.layer, " has holes");
+  const size_t hd = head_dim_, width = 2 * hd, current = q.pos / page_;
+  const std::vector<float>& bounds = layers_[q.layer].bounds[q.kv_head];
   // The current page's tokens count towards the budget; earlier pages fill the rest.
   const size_t budget = budget_.budget(q.pos), in_current = q.pos % page_ + 1;
   const size_t more_pages = budget > in_current ? (budget - in_current + page_ - 1) / page_ : 0;
   thread_local std::vector<uint32_t> pages, chosen;
-  thread_local std::vector<float> scores;
-  thread_local std::vector<uint8_t> selected;
+  thread_local std::vector<float> scores, parts;
+  parts.assign(width, 0.0f);  // [sum of the heads' positive parts, sum of their negative parts]
+  for (size_t g = 0; g < q.n_heads; ++g)
+    for (size_t c = 0; c < hd; ++c) {
+      const float x = q.q[g * hd + c];
+      parts[c] += std::max(x, 0.0f);
+      parts[hd + c] += std::min(x, 0.0f);
+    }
   pages.resize(current);
   scores.resize(current);
   for (size_t p = 0; p < current; ++p) {
-    const float* lo = &lp.bounds[p * 2 * kv_dim_ + q.kv_head * hd];
-    const float* hi = lo + kv_dim_;
-    float s = 0.0f;
-    for (size_t c = 0; c < hd; ++c) s += std::max(q.q[c] * lo[c], q.q[c] * hi[c]);
     pages[p] = static_cast<uint32_t>(p);
-    scores[p] = s;
+    scores[p] = ops().dot_f32(parts.data(), &bounds[p * width], width);
   }
   select_top_keys(pages, scores, more_pages, 0, chosen);
-  selected.assign(current + 1, 0);
-  selected[current] = 1;
-  for (uint32_t p : chosen) selected[p] = 1;
+  chosen.push_back(static_cast<uint32_t>(current));
+  // The sinks, then the chosen pages' positions, ascending (pages are, and start at or after the sinks' page).
+  const uint32_t sinks = static_cast<uint32_t>(std::min(budget_.sinks(), q.pos + 1));
   keys.clear();
-  for (uint32_t j : candidates)
-    if (j < budget_.sinks() || selected[j / page_]) keys.push_back(j);
+  for (uint32_t j = 0; j < sinks; ++j) keys.push_back(j);
+  for (uint32_t p : chosen) {
+    const uint32_t end = static_cast<uint32_t>(std::min((p + 1) * page_, q.pos + 1));
+    for (uint32_t j = std::max<uint32_t>(static_cast<uint32_t>(p * page_), sinks); j < end; ++j) keys.push_back(j);
+  }
 }
 
 }  // namespace ts

@@ -6,7 +6,13 @@
 // the sinks. The full cache is kept. (Paper 001's code used |q|·max only and let the simulation
 // see keys of future tokens in the current page; this is the original bound, causal.)
 //
-//   quest:keep=F[,page=16][,sinks=4][,first_layer=1]
+// Since max ≥ min, the bound is q⁺·max + q⁻·min (q⁺, q⁻ the positive and negative parts of q):
+// one dot product of [q⁺, q⁻] with the page's [max, min]. shared=1 lets the query heads of a KV
+// head share one selection ranked by the sum of their bounds, which is the same dot product with
+// the group's summed parts; the group's keys are then gathered once, as dense attention reads
+// them, instead of once per query head (the paper selects per query head; shared=0, the default).
+//
+//   quest:keep=F[,page=16][,shared=0][,sinks=4][,first_layer=1]
 #include "policies/key_budget.h"
 #include "runtime/policy.h"
 
@@ -22,15 +28,18 @@ class QuestKeys final : public Policy {
   void prepare_keys(const QueryRows& q) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override;
+  bool selects_per_group() const override { return shared_; }
 
  private:
   struct LayerPages {
-    size_t ready = 0;           // pages whose bounds are known
-    std::vector<float> bounds;  // per page: min[kv_dim] then max[kv_dim]
+    size_t ready = 0;  // pages whose bounds are known
+    // Per KV head, per page: max[head_dim] then min[head_dim].
+    std::vector<std::vector<float>> bounds;
   };
   KeyBudget budget_;
   size_t page_ = 16;
-  size_t kv_dim_ = 0;
+  bool shared_ = false;
+  size_t head_dim_ = 0;
   std::vector<LayerPages> layers_;
   std::vector<float> key_;  // one cached key row, decoded (prepare_keys runs on one thread)
 };
