@@ -22,6 +22,12 @@ constexpr size_t kQueryTile = 8;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+// Item i of n work items whose cost grows with their number (causal attention: later positions
+// have more keys), in the order 0, n-1, 1, n-2, ...: the pool gives each thread one contiguous
+// range of that order, which then holds about as much work as the others' (in item order the
+// thread with the last positions would do three quarters of a prefill's attention at 2 threads).
+size_t balanced(size_t i, size_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
+
 struct MergedSoftmax {
   float max, denom;
 };
@@ -132,7 +138,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
       [&](size_t b, size_t e, int) {
         thread_local std::vector<float> q_buf;  // a tile's queries of one KV head, side by side
         for (size_t task = b; task < e; ++task) {
-          const size_t stream = task / n_chunks, ci = task % n_chunks;
+          const size_t stream = balanced(task / n_chunks, streams), ci = task % n_chunks;
           const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = tile_first_row_[t];
           const size_t n_rows = tile_first_row_[t + 1] - i0, n_q = n_rows * group;
           const std::span<const uint32_t> keys = tile_keys(t);
@@ -210,8 +216,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
     const size_t per_list = selector->selects_per_group() ? group : 1, n_lists = tasks / per_list;
     key_lists_.resize(std::max(key_lists_.size(), n_lists));
     pool_.parallel_for(n_lists, [&](size_t b, size_t e, int) {
-      for (size_t list_i = b; list_i < e; ++list_i) {
-        const size_t task = list_i * per_list, i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
+      for (size_t at = b; at < e; ++at) {
+        const size_t list_i = balanced(at, n_lists), task = list_i * per_list, i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
         std::vector<uint32_t>& list = key_lists_[list_i];
         list.clear();
         selector->select_keys(
@@ -253,7 +259,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
   pool_.parallel_for(
       n_gathers * n_chunks,
       [&](size_t b, size_t e, int) {
-        for (size_t task = b; task < e; ++task) {
+        for (size_t at = b; at < e; ++at) {
+          const size_t task = balanced(at / n_chunks, n_gathers) * n_chunks + at % n_chunks;
           const Gather& gather = gathers_[task / n_chunks];
           const size_t ci = task % n_chunks, i = gather.task / n_heads, h = gather.task % n_heads;
           const size_t kvh = h / group, n_q = gather.n_q, start = ci * chunk;
