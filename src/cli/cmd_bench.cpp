@@ -78,6 +78,8 @@ void bench(BenchOptions o) {
   const std::vector<BenchResult> results = run_bench(
       *model, o.params, configs, [&](int done, int) { progress.update(static_cast<size_t>(done)); });
   progress.finish();
+  // After run_bench took the peak RSS: the probe's 512 MiB buffer is not the engine's memory (an
+  // outside measure of the whole process, as /usr/bin/time's, counts it).
   ThreadPool pool(o.model.threads);
   const double machine_gbs = measure_read_bandwidth(pool);
   const BenchResult& r = results[0];

@@ -40,11 +40,14 @@ struct SimdOps {
   // for j < n_rows; k holds whole blocks (the last one is read in full, only n_rows are written).
   void (*dot_f16_blocks)(const uint16_t* k, size_t block_stride, size_t n_rows, const float* q, size_t n,
                          float* out);
-  // The same over int8 codes with one scale per row (scales[j], whole blocks too): half the bytes.
-  //   out[j] = scales[j] * sum_{x < n} q[x] * k[(j / kF16Block) * block_stride + x * kF16Block + j %
-  //   kF16Block]
-  void (*dot_i8_blocks)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
-                        const float* q, size_t n, float* out);
+  // The same rows as int8 codes with one scale per row (scales[j], whole blocks too; half the
+  // bytes of F16), dimensions in pairs, [block][x / 2][kF16Block][x % 2] (n even), against a
+  // query rounded to integers by round_query_i16: exact integer sums, two products per
+  // instruction (vpmaddwd), instead of a conversion to float per code.
+  //   out[j] = float(sum_{x < n} q[x] * k[(j / kF16Block) * block_stride + x / 2 * 2 * kF16Block +
+  //            j % kF16Block * 2 + x % 2]) * (scales[j] * q_scale)
+  void (*dot_i8_pairs)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
+                       const int16_t* q, float q_scale, size_t n, float* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
   // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
   // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).
@@ -92,6 +95,12 @@ inline uint16_t float_to_bf16(float f) {
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
+
+// q[x] ~ scale * out[x] with |out[x]| <= kQueryI16Max (returns scale; 0 for a zero query): the
+// query of dot_i8_pairs. 13 bits keep a sum of 2048 products of int8 codes inside int32, and the
+// rounding (2^-14 of the largest element) far below the int8 codes' own.
+inline constexpr int kQueryI16Max = 8191;
+float round_query_i16(const float* q, size_t n, int16_t* out);
 
 const SimdOps& scalar_ops();
 const SimdOps& avx2_ops();

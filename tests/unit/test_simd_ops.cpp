@@ -146,22 +146,29 @@ TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
       }
       EXPECT_EQ(y1[n_rows], -1.0f);  // nothing written past the last row
 
-      // int8 codes with a scale per row, the same layout.
+      // int8 codes with a scale per row, dimensions in pairs, against a query rounded to integers:
+      // exact integer sums, so the SIMD paths equal the scalar one bit for bit.
+      const size_t n2 = n + n % 2;
       std::vector<int8_t> codes(n_blocks * block_stride);
       std::mt19937 rng(static_cast<uint32_t>(n * 1000 + n_rows));
       for (int8_t& c : codes) c = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
       const auto scales = random_floats(n_blocks * kF16Block, 10);
-      const int8_t* first_code = codes.data() + 2 * kF16Block;
+      const auto q2 = random_floats(n2, 11);
+      std::vector<int16_t> q16(n2);
+      const float q_scale = round_query_i16(q2.data(), n2, q16.data());
+      for (size_t x = 0; x < n2; ++x) ASSERT_NEAR(q16[x] * q_scale, q2[x], q_scale / 2 * 1.0001f);
+      const int8_t* first_code = codes.data() + 2 * kF16Block;  // from the second pair of dimensions
       std::fill(y1.begin(), y1.end(), -1.0f);
-      simd().dot_i8_blocks(first_code, block_stride, scales.data(), n_rows, q.data(), n, y1.data());
-      ref().dot_i8_blocks(first_code, block_stride, scales.data(), n_rows, q.data(), n, y2.data());
+      simd().dot_i8_pairs(first_code, block_stride, scales.data(), n_rows, q16.data(), q_scale, n2, y1.data());
+      ref().dot_i8_pairs(first_code, block_stride, scales.data(), n_rows, q16.data(), q_scale, n2, y2.data());
       for (size_t j = 0; j < n_rows; ++j) {
-        double want = 0.0;
-        for (size_t x = 0; x < n; ++x)
-          want += double(first_code[j / kF16Block * block_stride + x * kF16Block + j % kF16Block]) * q[x];
+        double want = 0.0;  // the float query against the codes, in double
+        for (size_t x = 0; x < n2; ++x)
+          want += double(first_code[j / kF16Block * block_stride + x / 2 * 2 * kF16Block + j % kF16Block * 2 + x % 2]) *
+                  q2[x];
         want *= scales[j];
-        ASSERT_NEAR(y2[j], want, 127 * tolerance(n)) << n << " " << n_rows << " " << j;
-        ASSERT_NEAR(y1[j], y2[j], 127 * tolerance(n)) << n << " " << n_rows << " " << j;
+        ASSERT_NEAR(y2[j], want, 127 * n2 * std::fabs(scales[j]) * q_scale) << n2 << " " << n_rows << " " << j;
+        ASSERT_EQ(y1[j], y2[j]) << n2 << " " << n_rows << " " << j;
       }
       EXPECT_EQ(y1[n_rows], -1.0f);
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/block_runs.h"
 #include "kernels/kv_codes.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
@@ -23,9 +24,6 @@ struct VecAvx2 {
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
   static Reg load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static Reg load_i8(const int8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   static IReg load_u8(const uint8_t* p) {
@@ -101,6 +99,7 @@ struct VecAvx2 {
 struct QuantKernels {
   static constexpr auto quantize_q8 = avx2::quantize_q8;
   static constexpr auto gemm_packed = avx2::gemm_packed;
+  static constexpr auto dot_i8_pairs = avx2::dot_i8_pairs;
 };
 
 #include "kernels/simd_generic.inc"

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "kernels/packed_gemm_x86.h"
+#include "kernels/block_runs.h"
 #include "kernels/quant_dot_tables.h"
+#include "kernels/simd_ops.h"
 #include "kernels/x86_helpers.h"
 
 namespace ts::avx2 {
@@ -99,6 +101,40 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums) 
 void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
                  size_t t0, size_t n_tok, float* y, size_t y_stride) {
   gemm_packed_impl<PackedAvx2>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
+}
+
+// NB blocks of dot_i8_pairs side by side (2 * NB accumulator chains), written to out[0 .. NB * kF16Block).
+template <int NB>
+void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q, float q_scale,
+                     size_t n, float* out) {
+  __m256i acc[NB][2];
+  for (int b = 0; b < NB; ++b) acc[b][0] = acc[b][1] = _mm256_setzero_si256();
+  for (size_t x = 0; x < n; x += 2) {
+    int32_t pair;  // q[x], q[x + 1] in every 32-bit lane, as the codes' pairs lie
+    std::memcpy(&pair, q + x, sizeof pair);
+    const __m256i qp = _mm256_set1_epi32(pair);
+    for (int b = 0; b < NB; ++b) {
+      const int8_t* codes = k + b * block_stride + x * kF16Block;  // 8 rows' pairs, then the next 8
+      for (int h = 0; h < 2; ++h) {
+        const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * h)));
+        acc[b][h] = _mm256_add_epi32(acc[b][h], _mm256_madd_epi16(c, qp));
+      }
+    }
+  }
+  const __m256 qs = _mm256_set1_ps(q_scale);
+  for (int b = 0; b < NB; ++b)
+    for (int h = 0; h < 2; ++h) {
+      const size_t at = b * kF16Block + 8 * h;
+      const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(scales + at), qs);
+      _mm256_storeu_ps(out + at, _mm256_mul_ps(_mm256_cvtepi32_ps(acc[b][h]), scale));
+    }
+}
+
+void dot_i8_pairs(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const int16_t* q,
+                  float q_scale, size_t n, float* out) {
+  for_block_runs<4>(n_rows, out, [&]<int NB>(size_t b, float* y) {
+    dot_i8_pair_run<NB>(k + b * block_stride, block_stride, scales + b * kF16Block, q, q_scale, n, y);
+  });
 }
 
 }  // namespace ts::avx2

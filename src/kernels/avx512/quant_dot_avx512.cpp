@@ -2,11 +2,14 @@
 // codes of each of 16 rows by 4 broadcast activations.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
 #include "kernels/packed_gemm_x86.h"
+#include "kernels/block_runs.h"
 #include "kernels/quant_dot_tables.h"
+#include "kernels/simd_ops.h"
 #include "kernels/x86_helpers.h"
 
 namespace ts::avx512 {
@@ -77,6 +80,37 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums) 
 void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
                  size_t t0, size_t n_tok, float* y, size_t y_stride) {
   gemm_packed_impl<PackedVnni>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
+}
+
+// NB blocks of dot_i8_pairs side by side, one zmm accumulator (16 rows) each.
+template <int NB>
+void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q, float q_scale,
+                     size_t n, float* out) {
+  static_assert(kF16Block == 16);
+  __m512i acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_si512();
+  for (size_t x = 0; x < n; x += 2) {
+    int32_t pair;  // q[x], q[x + 1] in every 32-bit lane, as the codes' pairs lie
+    std::memcpy(&pair, q + x, sizeof pair);
+    const __m512i qp = _mm512_set1_epi32(pair);
+    for (int b = 0; b < NB; ++b) {
+      const __m512i c = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + b * block_stride + x * kF16Block)));
+      acc[b] = _mm512_add_epi32(acc[b], _mm512_madd_epi16(c, qp));
+    }
+  }
+  const __m512 qs = _mm512_set1_ps(q_scale);
+  for (int b = 0; b < NB; ++b) {
+    const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(scales + b * kF16Block), qs);
+    _mm512_storeu_ps(out + b * kF16Block, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[b]), scale));
+  }
+}
+
+void dot_i8_pairs(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const int16_t* q,
+                  float q_scale, size_t n, float* out) {
+  for_block_runs<8>(n_rows, out, [&]<int NB>(size_t b, float* y) {
+    dot_i8_pair_run<NB>(k + b * block_stride, block_stride, scales + b * kF16Block, q, q_scale, n, y);
+  });
 }
 
 }  // namespace ts::avx512

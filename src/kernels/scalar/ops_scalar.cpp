@@ -44,25 +44,14 @@ float dot_f16_f32(const uint16_t* k, const float* q, size_t n) {
   return s;
 }
 
-template <class T, class ToFloat>
-void dot_blocks(const T* k, size_t block_stride, const float* scales, size_t n_rows, const float* q, size_t n,
-                float* out, ToFloat to_float) {
-  for (size_t j = 0; j < n_rows; ++j) {
-    const T* row = k + j / kF16Block * block_stride + j % kF16Block;
-    float s = 0.0f;
-    for (size_t x = 0; x < n; ++x) s += to_float(row[x * kF16Block]) * q[x];
-    out[j] = scales ? scales[j] * s : s;
-  }
-}
-
 void dot_f16_blocks(const uint16_t* k, size_t block_stride, size_t n_rows, const float* q, size_t n,
                     float* out) {
-  dot_blocks(k, block_stride, nullptr, n_rows, q, n, out, fp16_to_float);
-}
-
-void dot_i8_blocks(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const float* q,
-                   size_t n, float* out) {
-  dot_blocks(k, block_stride, scales, n_rows, q, n, out, [](int8_t c) { return static_cast<float>(c); });
+  for (size_t j = 0; j < n_rows; ++j) {
+    const uint16_t* row = k + j / kF16Block * block_stride + j % kF16Block;
+    float s = 0.0f;
+    for (size_t x = 0; x < n; ++x) s += fp16_to_float(row[x * kF16Block]) * q[x];
+    out[j] = s;
+  }
 }
 
 void axpy_f16(float a, const uint16_t* v, float* y, size_t n) {
@@ -171,7 +160,7 @@ const SimdOps& scalar_ops() {
                              dot_f16_f32,
                              axpy_f16,
                              dot_f16_blocks,
-                             dot_i8_blocks,
+                             scalar::dot_i8_pairs,
                              f32_to_f16,
                              rms_norm,
                              silu_mul,

@@ -5,6 +5,7 @@
 #include "kernels/packed_rows.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
+#include "kernels/simd_ops.h"
 
 namespace ts::scalar {
 
@@ -68,6 +69,16 @@ void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, c
       }
       y[t * y_stride + r] = total;
     }
+  }
+}
+
+void dot_i8_pairs(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const int16_t* q,
+                  float q_scale, size_t n, float* out) {
+  for (size_t j = 0; j < n_rows; ++j) {
+    const int8_t* row = k + j / kF16Block * block_stride + j % kF16Block * 2;
+    int32_t s = 0;
+    for (size_t x = 0; x < n; ++x) s += int32_t{q[x]} * row[x / 2 * 2 * kF16Block + x % 2];
+    out[j] = static_cast<float>(s) * (scales[j] * q_scale);
   }
 }
 

@@ -29,6 +29,8 @@ void TokenButlerKeys::bind(const Model& model) {
            c.n_query_heads, " heads, not this one");
   TS_CHECK(budget_.layers().empty() || budget_.layers().front() >= c.first_layer, "policy ", name(),
            ": the predictor covers layers from ", c.first_layer);
+  TS_CHECK(!int8_keys_ || c.imp_dim % 2 == 0, "policy ", name(), ": keys=i8 needs an even importance dimension, not ",
+           c.imp_dim);
   net_ = std::make_unique<ButlerNet>(weights_, ops());
   n_kv_heads_ = m.n_kv_heads;
   group_ = m.n_heads / m.n_kv_heads;
@@ -68,17 +70,17 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
     }
     for (size_t pos = in.pos0; pos < end; ++pos) {  // one column of its block
       const float* key = &acts_.k_imp[(pos - in.pos0) * o + s * gd];
-      const size_t column = pos / kF16Block * block_stride + pos % kF16Block;
+      const size_t block = pos / kF16Block * block_stride, r = pos % kF16Block;
       if (int8_keys_) {  // symmetric, one scale per position: max |key| / 127
         float amax = 0.0f;
         for (size_t x = 0; x < gd; ++x) amax = std::max(amax, std::fabs(key[x]));
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         for (size_t x = 0; x < gd; ++x)
-          k.codes[column + x * kF16Block] = static_cast<int8_t>(std::nearbyint(key[x] * inv));
+          k.codes[block + x / 2 * 2 * kF16Block + r * 2 + x % 2] = static_cast<int8_t>(std::nearbyint(key[x] * inv));
         k.scales[pos] = amax / 127.0f;
       } else {
         ops().f32_to_f16(key, row.data(), gd);
-        for (size_t x = 0; x < gd; ++x) k.halves[column + x * kF16Block] = row[x];
+        for (size_t x = 0; x < gd; ++x) k.halves[block + x * kF16Block + r] = row[x];
       }
     }
   }
@@ -97,8 +99,11 @@ void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> c
   thread_local std::vector<float> scores;
   scores.resize(q.pos + 1);
   if (int8_keys_) {
-    ops().dot_i8_blocks(k.codes.data() + first, block_stride, k.scales.data(), q.pos + 1, qv, width,
-                        scores.data());
+    thread_local std::vector<int16_t> q16;
+    q16.resize(width);
+    const float q_scale = round_query_i16(qv, width, q16.data());
+    ops().dot_i8_pairs(k.codes.data() + first, block_stride, k.scales.data(), q.pos + 1, q16.data(), q_scale,
+                       width, scores.data());
   } else {
     ops().dot_f16_blocks(k.halves.data() + first, block_stride, q.pos + 1, qv, width, scores.data());
   }

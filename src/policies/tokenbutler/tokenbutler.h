@@ -48,8 +48,9 @@ class TokenButlerKeys final : public Policy {
   ButlerActs acts_;  // the current batch's importance queries
   size_t batch_pos0_ = 0;
   // One (layer, KV head)'s importance keys, of the group's query heads, in blocks of kF16Block
-  // positions, [block][group][d][kF16Block] (dot_f16_blocks' layout): F16, or (keys=i8) int8
-  // codes with one scale per position, half the bytes scoring reads at every step.
+  // positions: F16 [block][group][d][kF16Block] (dot_f16_blocks' layout), or (keys=i8) int8
+  // codes with one scale per position, [block][group * d / 2][kF16Block][2] (dot_i8_pairs'), half
+  // the bytes scoring reads at every step and integer products.
   struct ImportanceKeys {
     std::vector<uint16_t> halves;
     std::vector<int8_t> codes;
