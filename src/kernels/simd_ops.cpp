@@ -1,13 +1,25 @@
 #include "kernels/simd_ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace ts {
 
 float round_query_i16(const float* q, size_t n, int16_t* out) {
   float amax = 0.0f;
-  for (size_t x = 0; x < n; ++x) amax = std::fmax(amax, std::fabs(q[x]));
-  const float scale = amax / kQueryI16Max, inv = amax > 0.0f ? kQueryI16Max / amax : 0.0f;
+  bool finite = true;
+  for (size_t x = 0; x < n; ++x) {
+    finite = finite && std::isfinite(q[x]);
+    amax = std::max(amax, std::fabs(q[x]));
+  }
+  // A query too small to scale (kQueryI16Max / amax would overflow) scores 0 everywhere; a
+  // non-finite one NaN, as float products would.
+  if (!finite || amax < 1e-30f) {
+    std::fill_n(out, n, int16_t{0});
+    return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  const float scale = amax / kQueryI16Max, inv = kQueryI16Max / amax;
   for (size_t x = 0; x < n; ++x) out[x] = static_cast<int16_t>(std::nearbyint(q[x] * inv));
   return scale;
 }

@@ -43,7 +43,8 @@ struct SimdOps {
   // The same rows as int8 codes with one scale per row (scales[j], whole blocks too; half the
   // bytes of F16), dimensions in pairs, [block][x / 2][kF16Block][x % 2] (n even), against a
   // query rounded to integers by round_query_i16: exact integer sums, two products per
-  // instruction (vpmaddwd), instead of a conversion to float per code.
+  // instruction (vpmaddwd), instead of a conversion to float per code. n even, at most
+  // kI8PairsMaxWidth (the sums stay inside int32).
   //   out[j] = float(sum_{x < n} q[x] * k[(j / kF16Block) * block_stride + x / 2 * 2 * kF16Block +
   //            j % kF16Block * 2 + x % 2]) * (scales[j] * q_scale)
   void (*dot_i8_pairs)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
@@ -100,6 +101,7 @@ inline uint16_t float_to_bf16(float f) {
 // query of dot_i8_pairs. 13 bits keep a sum of 2048 products of int8 codes inside int32, and the
 // rounding (2^-14 of the largest element) far below the int8 codes' own.
 inline constexpr int kQueryI16Max = 8191;
+inline constexpr size_t kI8PairsMaxWidth = 2048;
 float round_query_i16(const float* q, size_t n, int16_t* out);
 
 const SimdOps& scalar_ops();

@@ -36,8 +36,9 @@ struct MergedSoftmax {
 // first + ci * step of m (max score), l (sum of exp(score - m); 0 = the chunk had no keys) and
 // acc (head_dim floats per part, the unnormalized value sum). No keys at all: output 0.
 // Returns the merged maximum and softmax denominator (0: no keys).
-MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>& l, const std::vector<float>& acc,
-                          size_t first, size_t step, size_t n_parts, size_t head_dim, float* out) {
+MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>& l,
+                          const std::vector<float>& acc, size_t first, size_t step, size_t n_parts,
+                          size_t head_dim, float* out) {
   float mx = -INFINITY;
   for (size_t ci = 0, p = first; ci < n_parts; ++ci, p += step)
     if (l[p] > 0.0f) mx = std::max(mx, m[p]);
@@ -175,11 +176,12 @@ void Transformer::attend(size_t layer, size_t pos0) {
           const size_t stream = t * c.n_kv_heads + kvh;
           const size_t first = stream * slots * tile_queries + (i - tile_first_row_[t]) * group;
           if (tails) {  // keys after the tile's shared ones, up to this row's own position
-            const size_t from = tile_keys(t).size(), to = keys_of(i).size(), at = first + n_chunks * tile_queries;
+            const size_t from = tile_keys(t).size(), to = keys_of(i).size(),
+                         at = first + n_chunks * tile_queries;
             if (to > from) {
               const size_t row = kvh * head_stride + from * hd;
-              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd, to - from, hd,
-                           scale, &part_m_[at], &part_l_[at], &part_acc_[at * hd]);
+              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd,
+                           to - from, hd, scale, &part_m_[at], &part_l_[at], &part_acc_[at * hd]);
             } else {
               std::fill_n(&part_l_[at], group, 0.0f);
             }
@@ -217,7 +219,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
     key_lists_.resize(std::max(key_lists_.size(), n_lists));
     pool_.parallel_for(n_lists, [&](size_t b, size_t e, int) {
       for (size_t at = b; at < e; ++at) {
-        const size_t list_i = balanced(at, n_lists), task = list_i * per_list, i = task / n_heads, h = task % n_heads, pos = pos0 + rows[i];
+        const size_t list_i = balanced(at, n_lists), task = list_i * per_list, i = task / n_heads,
+                     h = task % n_heads, pos = pos0 + rows[i];
         std::vector<uint32_t>& list = key_lists_[list_i];
         list.clear();
         selector->select_keys(
@@ -284,7 +287,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
                           keys.size(), hd, scale, m, l, acc, p);
           }
           for (size_t g = 0; watched && g < n_q; ++g)
-            std::copy_n(&numerators[g * keys.size()], keys.size(), attn_probs_[gather.task + g].data() + start);
+            std::copy_n(&numerators[g * keys.size()], keys.size(),
+                        attn_probs_[gather.task + g].data() + start);
         }
       },
       plan.min_items);
@@ -296,8 +300,8 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           const size_t i = gather.task / n_heads, h = gather.task % n_heads;
           for (size_t g = 0; g < gather.n_q; ++g) {
             const size_t first = u * n_chunks * group + g;
-            const MergedSoftmax merged =
-                merge_parts(part_m_, part_l_, part_acc_, first, group, n_chunks, hd, &attn_out_[i * d + (h + g) * hd]);
+            const MergedSoftmax merged = merge_parts(part_m_, part_l_, part_acc_, first, group, n_chunks, hd,
+                                                     &attn_out_[i * d + (h + g) * hd]);
             if (!watched || merged.denom <= 0.0f) continue;
             std::vector<float>& p = attn_probs_[gather.task + g];
             for (size_t ci = 0; ci * chunk < p.size(); ++ci) {  // chunk numerators -> probabilities

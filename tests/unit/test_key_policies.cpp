@@ -55,8 +55,9 @@ Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t ste
   return out;
 }
 
-const char* const kSpecs[] = {"oracle:keep=0.5", "streaming:keep=0.5", "quest:keep=0.5,page=4",
-                              "quest:keep=0.5,page=4,shared=1", "h2o:keep=0.5", "snapkv:keep=0.5,window=8,pool=3"};
+const char* const kSpecs[] = {"oracle:keep=0.5",       "streaming:keep=0.5",
+                              "quest:keep=0.5,page=4", "quest:keep=0.5,page=4,shared=1",
+                              "h2o:keep=0.5",          "snapkv:keep=0.5,window=8,pool=3"};
 
 TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
   const std::vector<uint32_t> cand = {0, 1, 2, 5, 7, 9, 11};
@@ -146,8 +147,9 @@ TEST(KeyPolicies, PrefillChoosesAsTokenByTokenDecode) {
 // Decode has too few (token, KV head) gathers for 3 threads, so each key list is split into
 // chunks the threads share and the partials are merged, as dense attention does (not when an
 // observer wants the probabilities: no recorder here). keep=1 matches dense decode up to the order
-// of float sums (dense attends the keys before the token's aligned tile apart from the rest). keep=0.5 (per-head lists) on 3 threads differs from 1 thread (whole lists:
-// 8 gathers per token are enough for one thread) by rounding only, as dense decode does.
+// of float sums (dense attends the keys before the token's aligned tile apart from the rest). keep=0.5
+// (per-head lists) on 3 threads differs from 1 thread (whole lists: 8 gathers per token are enough for one
+// thread) by rounding only, as dense decode does.
 TEST(KeyPolicies, ChunkedKeyListsMatchDenseAndWholeLists) {
   const auto tokens = random_tokens(520, 6);
   const auto unrecorded = [&](const std::string& spec, int threads) {
@@ -267,16 +269,18 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
   cache.set_size(n);
   std::vector<float> cached(n * kv);
   for (size_t j = 0; j < n; ++j) cache.read_key(layer, j, &cached[j * kv]);
-  RowSet rows;
-  rows.set_all(n);
-  for (const bool shared : {false, true}) {
-    const std::string spec = std::string("quest:keep=0.3,page=8,sinks=3,shared=") + (shared ? "1" : "0");
+  struct Case {
+    bool shared;
+    size_t sinks;
+  };
+  for (const Case cs : {Case{false, 3}, Case{true, 3}, Case{true, 10}}) {  // 10 sinks: more than a page
+    const std::string spec =
+        "quest:keep=0.3,page=8,sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0");
     auto quest = builtin_policies().create(spec);
     quest->bind(stories());
-    ASSERT_EQ(quest->selects_per_group(), shared);
-    quest->prepare_keys({layer, 0, &rows, c.n_heads, hd, queries.data(), &cache});
-    const size_t per_list = shared ? group : 1;
-    for (const size_t pos : {size_t{5}, size_t{8}, size_t{9}, size_t{100}, size_t{202}}) {
+    ASSERT_EQ(quest->selects_per_group(), cs.shared);
+    const size_t per_list = cs.shared ? group : 1;
+    const auto check = [&](size_t pos) {
       std::vector<uint32_t> cand(pos + 1), keys;
       std::iota(cand.begin(), cand.end(), 0u);
       for (size_t h = 0; h < c.n_heads; h += per_list) {
@@ -301,14 +305,23 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
         const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.3)), in_current = pos % page + 1;
         const size_t more = budget > in_current ? (budget - in_current + page - 1) / page : 0;
         std::set<uint32_t> want;
-        for (uint32_t j = 0; j < std::min<size_t>(3, pos + 1); ++j) want.insert(j);
+        for (uint32_t j = 0; j < std::min(cs.sinks, pos + 1); ++j) want.insert(j);
         for (size_t j = pos / page * page; j <= pos; ++j) want.insert(static_cast<uint32_t>(j));
         for (size_t r = 0; r < std::min(more, by_bound.size()); ++r)
           for (size_t j = by_bound[r].second * page; j < (by_bound[r].second + 1) * page; ++j)
             want.insert(static_cast<uint32_t>(j));
-        ASSERT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end())) << spec << " pos " << pos << " head " << h;
+        ASSERT_EQ(keys, std::vector<uint32_t>(want.begin(), want.end()))
+            << spec << " pos " << pos << " head " << h;
       }
-    }
+    };
+    // Bounds come in as batches arrive: a first batch to position 100, then the rest.
+    RowSet rows;
+    rows.set_all(101);
+    quest->prepare_keys({layer, 0, &rows, c.n_heads, hd, queries.data(), &cache});
+    for (const size_t pos : {5, 7, 8, 9, 15, 100}) check(pos);
+    rows.set_all(n - 101);
+    quest->prepare_keys({layer, 101, &rows, c.n_heads, hd, queries.data() + 101 * c.n_heads * hd, &cache});
+    for (const size_t pos : {101, 103, 150, 202}) check(pos);
   }
 }
 

@@ -124,6 +124,29 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   }
 }
 
+// dot_i8_pairs at its widest, every product at its largest: the integer sums must not wrap.
+TEST_P(SimdOpsTest, IntegerPairDotsHoldTheirWidestSums) {
+  const size_t n = kI8PairsMaxWidth, n_rows = 40, n_blocks = 3;
+  for (const int sign : {1, -1}) {
+    std::vector<int8_t> codes(n_blocks * n * kF16Block, 127);
+    std::vector<int16_t> q(n, static_cast<int16_t>(sign * kQueryI16Max));
+    const std::vector<float> scales(n_blocks * kF16Block, 0.5f);
+    std::vector<float> y1(n_rows), y2(n_rows);
+    simd().dot_i8_pairs(codes.data(), n * kF16Block, scales.data(), n_rows, q.data(), 0.25f, n, y1.data());
+    ref().dot_i8_pairs(codes.data(), n * kF16Block, scales.data(), n_rows, q.data(), 0.25f, n, y2.data());
+    const float want = static_cast<float>(sign * int64_t{127} * kQueryI16Max * int64_t(n)) * (0.5f * 0.25f);
+    for (size_t j = 0; j < n_rows; ++j) {
+      ASSERT_EQ(y2[j], want) << j;
+      ASSERT_EQ(y1[j], want) << j;
+    }
+  }
+  std::vector<int16_t> q16(4, 7);
+  const std::vector<float> tiny = {1e-35f, 0.0f, -1e-36f, 0.0f}, nan = {1.0f, NAN, 2.0f, 0.0f};
+  EXPECT_EQ(round_query_i16(tiny.data(), 4, q16.data()), 0.0f);  // too small to scale: scores 0
+  EXPECT_EQ(q16, std::vector<int16_t>(4, 0));
+  EXPECT_TRUE(std::isnan(round_query_i16(nan.data(), 4, q16.data())));  // NaN in, NaN scores out
+}
+
 TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
   for (size_t n : {1u, 15u, 16u, 17u, 48u, 61u}) {
     // Whole runs of blocks, single blocks and a partial last block.
@@ -159,15 +182,18 @@ TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
       for (size_t x = 0; x < n2; ++x) ASSERT_NEAR(q16[x] * q_scale, q2[x], q_scale / 2 * 1.0001f);
       const int8_t* first_code = codes.data() + 2 * kF16Block;  // from the second pair of dimensions
       std::fill(y1.begin(), y1.end(), -1.0f);
-      simd().dot_i8_pairs(first_code, block_stride, scales.data(), n_rows, q16.data(), q_scale, n2, y1.data());
+      simd().dot_i8_pairs(first_code, block_stride, scales.data(), n_rows, q16.data(), q_scale, n2,
+                          y1.data());
       ref().dot_i8_pairs(first_code, block_stride, scales.data(), n_rows, q16.data(), q_scale, n2, y2.data());
       for (size_t j = 0; j < n_rows; ++j) {
         double want = 0.0;  // the float query against the codes, in double
         for (size_t x = 0; x < n2; ++x)
-          want += double(first_code[j / kF16Block * block_stride + x / 2 * 2 * kF16Block + j % kF16Block * 2 + x % 2]) *
+          want += double(first_code[j / kF16Block * block_stride + x / 2 * 2 * kF16Block + j % kF16Block * 2 +
+                                    x % 2]) *
                   q2[x];
         want *= scales[j];
-        ASSERT_NEAR(y2[j], want, 127 * n2 * std::fabs(scales[j]) * q_scale) << n2 << " " << n_rows << " " << j;
+        ASSERT_NEAR(y2[j], want, 127 * n2 * std::fabs(scales[j]) * q_scale)
+            << n2 << " " << n_rows << " " << j;
         ASSERT_EQ(y1[j], y2[j]) << n2 << " " << n_rows << " " << j;
       }
       EXPECT_EQ(y1[n_rows], -1.0f);
@@ -214,16 +240,18 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
         // With and without numerators (the watched path takes another kernel): the same result.
         for (bool numerators : {false, true}) {
           std::vector<float> p1(numerators ? n_q * n_rows : 0), p2(p1.size());
-          simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
-                             m1.data(), l1.data(), a1.data(), numerators ? p1.data() : nullptr);
-          ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd, 0.125f,
-                            m2.data(), l2.data(), a2.data(), numerators ? p2.data() : nullptr);
+          simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd,
+                             0.125f, m1.data(), l1.data(), a1.data(), numerators ? p1.data() : nullptr);
+          ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd,
+                            0.125f, m2.data(), l2.data(), a2.data(), numerators ? p2.data() : nullptr);
           for (size_t g = 0; g < n_q; ++g) {
             EXPECT_NEAR(m1[g], m2[g], 1e-5f);
             EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_rows;
-            for (size_t x = 0; x < hd; ++x) ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
+            for (size_t x = 0; x < hd; ++x)
+              ASSERT_NEAR(a1[g * hd + x] / l1[g], a2[g * hd + x] / l2[g], 1e-5f);
           }
-          for (size_t i = 0; i < p1.size(); ++i) ASSERT_NEAR(p1[i], p2[i], 1e-5f * (1 + p2[i])) << hd << " " << i;
+          for (size_t i = 0; i < p1.size(); ++i)
+            ASSERT_NEAR(p1[i], p2[i], 1e-5f * (1 + p2[i])) << hd << " " << i;
         }
         // Gathering rows 0..n-1 is the contiguous chunk, bit for bit.
         std::vector<uint32_t> first(n_rows);

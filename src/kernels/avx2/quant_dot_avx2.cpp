@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/packed_gemm_x86.h"
 #include "kernels/block_runs.h"
+#include "kernels/packed_gemm_x86.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/simd_ops.h"
 #include "kernels/x86_helpers.h"
@@ -54,7 +54,9 @@ struct PackedAvx2 {
   // int16 sums of adjacent u8 x s8 products, added in int16, widened to int32 once per few slices.
   static I pair_dot(I u, const int8_t* x) { return _mm256_maddubs_epi16(u, broadcast4(x)); }
   static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
-  static I widen_add(I acc, I sums16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(sums16, _mm256_set1_epi16(1))); }
+  static I widen_add(I acc, I sums16) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(sums16, _mm256_set1_epi16(1)));
+  }
   // maddubs needs an unsigned operand: |w| times x carrying w's sign.
   static I dot_signed(I acc, I w, const int8_t* x) {
     return _mm256_add_epi32(acc, dot_u8_s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(x), w)));
@@ -103,10 +105,13 @@ void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, c
   gemm_packed_impl<PackedAvx2>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
 }
 
+namespace {
+
 // NB blocks of dot_i8_pairs side by side (2 * NB accumulator chains), written to out[0 .. NB * kF16Block).
 template <int NB>
-void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q, float q_scale,
-                     size_t n, float* out) {
+void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q,
+                     float q_scale, size_t n, float* out) {
+  static_assert(kF16Block == 16);  // a block's rows: two halves of 8
   __m256i acc[NB][2];
   for (int b = 0; b < NB; ++b) acc[b][0] = acc[b][1] = _mm256_setzero_si256();
   for (size_t x = 0; x < n; x += 2) {
@@ -116,7 +121,8 @@ void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, 
     for (int b = 0; b < NB; ++b) {
       const int8_t* codes = k + b * block_stride + x * kF16Block;  // 8 rows' pairs, then the next 8
       for (int h = 0; h < 2; ++h) {
-        const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * h)));
+        const __m256i c =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * h)));
         acc[b][h] = _mm256_add_epi32(acc[b][h], _mm256_madd_epi16(c, qp));
       }
     }
@@ -129,6 +135,8 @@ void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, 
       _mm256_storeu_ps(out + at, _mm256_mul_ps(_mm256_cvtepi32_ps(acc[b][h]), scale));
     }
 }
+
+}  // namespace
 
 void dot_i8_pairs(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const int16_t* q,
                   float q_scale, size_t n, float* out) {

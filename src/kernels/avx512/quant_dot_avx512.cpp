@@ -2,12 +2,11 @@
 // codes of each of 16 rows by 4 broadcast activations.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
-#include "kernels/packed_gemm_x86.h"
 #include "kernels/block_runs.h"
+#include "kernels/packed_gemm_x86.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/simd_ops.h"
 #include "kernels/x86_helpers.h"
@@ -20,9 +19,9 @@ struct PackedVnni {
   using F = __m512;
   using I = __m512i;
   static constexpr size_t kRows = 16;
-  static constexpr int kTokens = 8;        // 8 float + 8 int accumulators, codes and scales: 32 zmm
-  static constexpr int kSignedBias = 128;  // vpdpbusd wants unsigned weights: w ^ 0x80 = w + 128
-  static constexpr bool kPairSums = false;   // vpdpbusd sums into int32 directly
+  static constexpr int kTokens = 8;         // 8 float + 8 int accumulators, codes and scales: 32 zmm
+  static constexpr int kSignedBias = 128;   // vpdpbusd wants unsigned weights: w ^ 0x80 = w + 128
+  static constexpr bool kPairSums = false;  // vpdpbusd sums into int32 directly
   static F zero() { return _mm512_setzero_ps(); }
   static I iset1(int a) { return _mm512_set1_epi32(a); }
   static I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
@@ -82,10 +81,12 @@ void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, c
   gemm_packed_impl<PackedVnni>(type, w, n_rows, cols, x, t0, n_tok, y, y_stride);
 }
 
+namespace {
+
 // NB blocks of dot_i8_pairs side by side, one zmm accumulator (16 rows) each.
 template <int NB>
-void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q, float q_scale,
-                     size_t n, float* out) {
+void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, const int16_t* q,
+                     float q_scale, size_t n, float* out) {
   static_assert(kF16Block == 16);
   __m512i acc[NB];
   for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_si512();
@@ -105,6 +106,8 @@ void dot_i8_pair_run(const int8_t* k, size_t block_stride, const float* scales, 
     _mm512_storeu_ps(out + b * kF16Block, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[b]), scale));
   }
 }
+
+}  // namespace
 
 void dot_i8_pairs(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows, const int16_t* q,
                   float q_scale, size_t n, float* out) {

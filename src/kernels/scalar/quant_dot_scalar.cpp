@@ -33,7 +33,8 @@ void quantize_q8(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums) 
 void gemm_packed(QuantType type, const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x,
                  size_t t0, size_t n_tok, float* y, size_t y_stride) {
   const PackedForm f = packed_form(type);
-  const size_t n_blocks = cols / f.block_cols(), units = f.block_cols() / kPackCols, groups = f.groups_per_unit();
+  const size_t n_blocks = cols / f.block_cols(), units = f.block_cols() / kPackCols,
+               groups = f.groups_per_unit();
   int u[kPackCols];
   for (size_t r = 0; r < n_rows; ++r) {
     const size_t group = r / kPackRows, lane = r % kPackRows;

@@ -84,13 +84,15 @@ void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candida
   }
   select_top_keys(pages, scores, more_pages, 0, chosen);
   chosen.push_back(static_cast<uint32_t>(current));
-  // The sinks, then the chosen pages' positions, ascending (pages are, and start at or after the sinks' page).
+  // The sinks, then the chosen pages' positions, ascending; positions below the sinks' end are
+  // skipped so that none repeats.
   const uint32_t sinks = static_cast<uint32_t>(std::min(budget_.sinks(), q.pos + 1));
   keys.clear();
   for (uint32_t j = 0; j < sinks; ++j) keys.push_back(j);
   for (uint32_t p : chosen) {
     const uint32_t end = static_cast<uint32_t>(std::min((p + 1) * page_, q.pos + 1));
-    for (uint32_t j = std::max<uint32_t>(static_cast<uint32_t>(p * page_), sinks); j < end; ++j) keys.push_back(j);
+    for (uint32_t j = std::max<uint32_t>(static_cast<uint32_t>(p * page_), sinks); j < end; ++j)
+      keys.push_back(j);
   }
 }
 

@@ -29,11 +29,12 @@ void TokenButlerKeys::bind(const Model& model) {
            c.n_query_heads, " heads, not this one");
   TS_CHECK(budget_.layers().empty() || budget_.layers().front() >= c.first_layer, "policy ", name(),
            ": the predictor covers layers from ", c.first_layer);
-  TS_CHECK(!int8_keys_ || c.imp_dim % 2 == 0, "policy ", name(), ": keys=i8 needs an even importance dimension, not ",
-           c.imp_dim);
-  net_ = std::make_unique<ButlerNet>(weights_, ops());
   n_kv_heads_ = m.n_kv_heads;
   group_ = m.n_heads / m.n_kv_heads;
+  TS_CHECK(!int8_keys_ || (c.imp_dim % 2 == 0 && group_ * c.imp_dim <= kI8PairsMaxWidth), "policy ", name(),
+           ": keys=i8 needs an even importance dimension of at most ", kI8PairsMaxWidth / group_, ", not ",
+           c.imp_dim);
+  net_ = std::make_unique<ButlerNet>(weights_, ops());
   keys_.assign(c.n_slots() / group_, {});
   truncate(0);
 }
@@ -76,7 +77,8 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
         for (size_t x = 0; x < gd; ++x) amax = std::max(amax, std::fabs(key[x]));
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         for (size_t x = 0; x < gd; ++x)
-          k.codes[block + x / 2 * 2 * kF16Block + r * 2 + x % 2] = static_cast<int8_t>(std::nearbyint(key[x] * inv));
+          k.codes[block + x / 2 * 2 * kF16Block + r * 2 + x % 2] =
+              static_cast<int8_t>(std::nearbyint(key[x] * inv));
         k.scales[pos] = amax / 127.0f;
       } else {
         ops().f32_to_f16(key, row.data(), gd);

@@ -3,8 +3,9 @@
 // attention (observe_layer_input), incrementally with its own caches (its attention's K/V and the
 // importance keys of every position, per predicted (layer, head)); each query head of layers >= 1
 // then attends to the budget(pos) keys with the largest predicted score q_imp·k_imp, the sinks, and
-// an optional recent window, over the full KV cache. The importance keys are kept in F16 (they are
-// read for every position at every step: a third of the KV cache's size per token in F32).
+// an optional recent window, over the full KV cache. The importance keys are kept in F16, or in
+// int8 with keys=i8 (they are read for every position at every step: a third of the KV cache's
+// size per token in F32).
 //
 // shared=1 lets the query heads of a KV head share one selection, ranked by the sum of their
 // predicted scores (one dot product of the group's concatenated importance queries and keys):
