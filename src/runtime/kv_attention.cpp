@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "kernels/simd_ops.h"
@@ -16,6 +17,7 @@ struct Scratch {
   std::vector<float> bias;              // [g]: KIVI: scale * (query . block minima)
   std::vector<float> pm, pl, pacc;      // one run's partials
   std::vector<float> p;                 // [g][run]: the run's numerators
+  std::vector<uint32_t> rows;           // 0 .. run: a half-precision run's rows, for attn_gather
   std::vector<size_t> run_start;        // with numerators: each run's first key ...
   std::vector<float> run_m;             // ... and its max per query
 };
@@ -52,17 +54,30 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   s.run_m.clear();
   size_t block = SIZE_MAX;
 
-  // Runs of consecutive coded rows go to attn_codes in one call; half-precision rows (the window,
-  // full-precision tokens) one by one to attn_chunk. Each run's partials merge into m, l, acc.
+  // Runs of consecutive coded rows go to attn_codes in one call, runs of half-precision rows (the
+  // window, full-precision tokens) one row apart in memory to attn_chunk. Each run's partials
+  // merge into m, l, acc.
+  const size_t kv_dim = cache.kv_dim();
   for (size_t j = 0; j < n;) {
     const size_t pos = positions[j];
     const KvRowRef kr = cache.key_row(layer, pos), vr = cache.value_row(layer, pos);
     size_t len = 1;
     if (kr.half) {
-      k.attn_chunk(q, n_q, kr.half + base, vr.half + base, 0, 1, hd, scale, s.pm.data(), s.pl.data(),
-                   s.pacc.data());
-      if (numerators)
-        for (size_t g = 0; g < n_q; ++g) numerators[g * n + j] = 1.0f;
+      while (j + len < n && positions[j + len] == pos + len &&
+             cache.key_row(layer, pos + len).half == kr.half + len * kv_dim &&
+             cache.value_row(layer, pos + len).half == vr.half + len * kv_dim)
+        ++len;
+      if (numerators) {  // the numerators of the run's rows, through the kernel that gives them
+        s.rows.resize(len);
+        std::iota(s.rows.begin(), s.rows.end(), 0u);
+        s.p.resize(n_q * len);
+        k.attn_gather(q, n_q, kr.half + base, vr.half + base, kv_dim, s.rows.data(), len, hd, scale,
+                      s.pm.data(), s.pl.data(), s.pacc.data(), s.p.data());
+        for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);
+      } else {
+        k.attn_chunk(q, n_q, kr.half + base, vr.half + base, kv_dim, len, hd, scale, s.pm.data(), s.pl.data(),
+                     s.pacc.data());
+      }
     } else {
       const size_t run = cache.coded_run(layer, pos, n - j);
       while (len < run && positions[j + len] == pos + len) ++len;

@@ -113,19 +113,20 @@ TEST(KvCodes, DecodedRowIsScaleTimesCodePlusMin) {
 }
 
 // The scalar kernel against softmax attention over the decoded rows written out here; every SIMD
-// table against the scalar kernel on register-resident shapes (head dim 64, 128 in one or two
-// segments, 1-4 queries) and general ones (odd head dims, uneven segments, 5 queries, 2-bit groups
-// narrower than a vector), odd key counts, shared and per-row ranges, with and without bias.
+// table against the scalar kernel on the shapes its blocks of 16 channels decode (head dim 64, 128
+// in one, two or four segments, so 16-, 8- and 4-byte blocks; 1 to 9 queries, past one group of
+// 8) and on those decoded code by code (odd head dims, uneven segments), odd key counts, shared and
+// per-row ranges, with and without bias.
 TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
-  const std::vector<std::vector<uint32_t>> shapes = {{64}, {32, 32}, {128},      {64, 64},
+  const std::vector<std::vector<uint32_t>> shapes = {{64}, {32, 32}, {128},      {64, 64}, {16, 16, 16, 16},
                                                      {36}, {48, 16}, {16, 8, 16}};
   uint32_t seed = 100;
   for (unsigned bits : {8u, 4u, 2u})
     for (const auto& shape : shapes)
       for (size_t n_keys : {1u, 7u, 129u})
-        for (size_t n_q : {1u, 3u, 4u, 5u}) {
+        for (size_t n_q : {1u, 3u, 5u, 9u}) {
           ++seed;
           const bool shared = seed % 3 == 0, with_bias = seed % 2 == 0;
           const CodedRun k(shape, bits, n_keys, shared, seed),

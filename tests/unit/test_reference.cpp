@@ -30,12 +30,21 @@ constexpr double kExactTolerance = 0.05, kFastTolerance = 2.0;
 // float64 reference with K and V rounded to F16 against the unrounded one, chatml_capital_of_france
 // position 11; measured with tools/make_reference.py's forward pass), so its exact case gets 0.5.
 constexpr double kQwenExactTolerance = 0.5;
+// The same prompt is where Qwen's fast path is least stable: its 8-bit activation blocks turn the
+// summation order of attention alone (exact precision moves by 0.002) into a max difference of
+// 1.36 (scalar kernels), 1.58 or 2.17 (AVX2, two orders of the two-pass kernel) on the capital
+// prompt's logits; the other prompts stay within 0.5. So its fast case gets 3.0, and its greedy
+// continuations are compared up to the first step whose reference margin is below 0.25 (the
+// capital prompt's 15th token has 0.046, where the AVX2 orders pick different tokens).
+constexpr double kQwenFastTolerance = 3.0, kQwenFastGreedyMargin = 0.25;
 
 struct ReferenceCase {
   std::string fixture, model_path;
   MatmulPrecision precision;
   double logit_tolerance;
-  bool greedy_must_match;  // exact precision, and fast where the fixture's margins allow it
+  // Greedy continuations must match up to the first reference step with a smaller top-2 margin:
+  // 0 for exact precision (the whole continuation), < 0 to skip.
+  double greedy_margin;
 };
 
 void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.fixture; }
@@ -100,10 +109,13 @@ TEST_P(ReferenceTest, LogitsMatchWithinTolerance) {
 }
 
 TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
-  if (!GetParam().greedy_must_match) GTEST_SKIP() << "fast precision: compared by logits only";
+  if (GetParam().greedy_margin < 0) GTEST_SKIP() << "fast precision: compared by logits only";
   for (const auto& p : ref_["prompts"]) {
     std::vector<int32_t> ids = p["input_ids"].get<std::vector<int32_t>>();
-    const auto want = p["greedy"]["tokens"].get<std::vector<int32_t>>();
+    auto want = p["greedy"]["tokens"].get<std::vector<int32_t>>();
+    const auto margins = p["greedy"]["margins"].get<std::vector<double>>();
+    for (size_t i = 0; i < want.size(); ++i)
+      if (margins.at(i) < GetParam().greedy_margin) want.resize(i);
     Transformer tf(*model_, pool_, ids.size() + want.size() + 1, GetParam().precision);
     std::span<const float> logits = tf.forward(ids, false);
     std::vector<int32_t> got;
@@ -117,32 +129,35 @@ TEST_P(ReferenceTest, GreedyContinuationIsIdentical) {
   }
 }
 
-ReferenceCase exact(const std::string& fixture, const std::string& model, double tolerance = kExactTolerance) {
-  return {fixture, model_file(model), MatmulPrecision::Exact, tolerance, true};
+ReferenceCase exact(const std::string& fixture, const std::string& model,
+                    double tolerance = kExactTolerance) {
+  return {fixture, model_file(model), MatmulPrecision::Exact, tolerance, 0.0};
 }
-ReferenceCase fast(const std::string& fixture, const std::string& model, bool greedy = false) {
-  return {fixture, model_file(model), MatmulPrecision::Fast, kFastTolerance, greedy};
+ReferenceCase fast(const std::string& fixture, const std::string& model, double tolerance = kFastTolerance,
+                   double greedy_margin = -1.0) {
+  return {fixture, model_file(model), MatmulPrecision::Fast, tolerance, greedy_margin};
 }
 
 // Qwen2.5-Coder-0.5B (tools/fetch_model.sh qwen2.5-coder-0.5b) is the K-quant model: Q5_0, Q8_0,
 // Q4_K and Q6_K matrices through the packed integer kernels in fast precision; its greedy chat
-// continuations must equal the reference's there too. The tiny-* models are committed random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias,
-// NeoX RoPE) in F32 and with Q8_0/Q4_0/Q4_1 matrices, and llama with Llama 3.1 rope_freqs scaling.
-const char* const kCaseNames[] = {"stories260K",      "SmolLM2_exact",         "SmolLM2_fast", "tiny_qwen2",
-                                  "tiny_qwen2_quant", "tiny_qwen2_quant_fast", "tiny_llama3",  "Qwen05B_exact",
-                                  "Qwen05B_fast"};
+// continuations must equal the reference's there too, up to its near-ties. The tiny-* models are committed
+// random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias, NeoX RoPE) in F32 and with Q8_0/Q4_0/Q4_1
+// matrices, and llama with Llama 3.1 rope_freqs scaling.
+const char* const kCaseNames[] = {"stories260K", "SmolLM2_exact",    "SmolLM2_fast",
+                                  "tiny_qwen2",  "tiny_qwen2_quant", "tiny_qwen2_quant_fast",
+                                  "tiny_llama3", "Qwen05B_exact",    "Qwen05B_fast"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
-    ::testing::Values(exact("stories260K.json", "stories260K.gguf"),
-                      exact("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-                      fast("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-                      exact("tiny-qwen2.json", "tiny-qwen2.gguf"),
-                      exact("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
-                      fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
-                      exact("tiny-llama3.json", "tiny-llama3.gguf"),
-                      exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenExactTolerance),
-                      fast("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", true)),
+    ::testing::Values(
+        exact("stories260K.json", "stories260K.gguf"),
+        exact("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        fast("SmolLM2-135M-Instruct.Q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        exact("tiny-qwen2.json", "tiny-qwen2.gguf"), exact("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"),
+        fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"), exact("tiny-llama3.json", "tiny-llama3.gguf"),
+        exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenExactTolerance),
+        fast("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenFastTolerance,
+             kQwenFastGreedyMargin)),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace

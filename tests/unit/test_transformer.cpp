@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "core/error.h"
@@ -44,6 +45,29 @@ TEST(Transformer, DecodeMatchesBatchedPrefillAcrossKeyChunks) {
     for (size_t i = tokens.size() - 40; i < tokens.size(); ++i)
       got = stepwise.forward(std::span(&tokens[i], 1), false);
     for (size_t v = 0; v < n_vocab; ++v) ASSERT_NEAR(got[v], want[v], 1e-2f) << "threads " << threads;
+  }
+}
+
+// On SmolLM2 (head dim 64, GQA groups of 3: the two-pass attention kernel): a row's logits do not
+// depend on where the batches were cut, at 1 and 2 threads, so that eval's context-then-
+// continuation and the server's whole prompt score alike. Cut at 38, rows 38 and 39 make a tile of
+// 2 rows (6 queries) that the whole batch attends in a tile of 8 (24 queries).
+TEST(Transformer, SmolLM2LogitsDoNotDependOnTheBatchCut) {
+  const std::string path = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "SmolLM2 not present (tools/setup.sh fetches it)";
+  auto model = Model::load(path);
+  const auto tokens = random_tokens(300, 3);
+  const size_t n_vocab = model->config().n_vocab, cut = 38;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    Transformer whole(*model, pool, tokens.size());
+    const auto all = whole.forward(tokens, true);
+    const std::vector<float> want(all.begin() + cut * n_vocab, all.end());
+    Transformer split(*model, pool, tokens.size());
+    split.forward(std::span(tokens).first(cut), false);
+    const auto got = split.forward(std::span(tokens).subspan(cut), true);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << "threads " << threads << " position " << cut + i / n_vocab;
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/block_runs.h"
@@ -16,7 +17,6 @@ namespace {
 
 struct VecAvx2 {
   using Reg = __m256;
-  using IReg = __m256i;
   static constexpr size_t kWidth = 8;
   static constexpr int kTokenBlock = 2;  // 16 ymm registers: 4x2 accumulators + loads fit
   static Reg zero() { return _mm256_setzero_ps(); }
@@ -26,13 +26,10 @@ struct VecAvx2 {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
-  static IReg load_u8(const uint8_t* p) {
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  }
-  // (raw >> shift) & mask of each lane, as floats
-  static Reg code_field(IReg raw, int shift, unsigned mask) {
-    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(raw, _mm_cvtsi32_si128(shift)),
-                                               _mm256_set1_epi32(static_cast<int>(mask))));
+  // 16 bytes (one KV code each) as floats, in two vectors.
+  static void u8x16_floats(__m128i x, Reg* out) {
+    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x));
+    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x)));
   }
   static void store_f16(uint16_t* p, Reg v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
@@ -78,9 +75,12 @@ struct VecAvx2 {
   };
   // Lane i = the sum of the 8 floats at rows + 8 * i (one transposed horizontal sum for 8 rows).
   static Reg row_sums(const float* rows) {
-    const Reg a = _mm256_hadd_ps(load(rows), load(rows + 8)), b = _mm256_hadd_ps(load(rows + 16), load(rows + 24));
-    const Reg c = _mm256_hadd_ps(load(rows + 32), load(rows + 40)), d = _mm256_hadd_ps(load(rows + 48), load(rows + 56));
-    const Reg ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);  // lanes: rows 0-3 | 4-7, per 128-bit half
+    const Reg a = _mm256_hadd_ps(load(rows), load(rows + 8)),
+              b = _mm256_hadd_ps(load(rows + 16), load(rows + 24));
+    const Reg c = _mm256_hadd_ps(load(rows + 32), load(rows + 40)),
+              d = _mm256_hadd_ps(load(rows + 48), load(rows + 56));
+    const Reg ab = _mm256_hadd_ps(a, b),
+              cd = _mm256_hadd_ps(c, d);  // lanes: rows 0-3 | 4-7, per 128-bit half
     return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
   }
   static float reduce_max(Reg v) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/block_runs.h"
@@ -16,7 +17,6 @@ namespace {
 
 struct VecAvx512 {
   using Reg = __m512;
-  using IReg = __m512i;
   static constexpr size_t kWidth = 16;
   static constexpr int kTokenBlock = 4;  // 32 zmm registers: 4x4 accumulators + loads fit
   static Reg zero() { return _mm512_setzero_ps(); }
@@ -26,14 +26,8 @@ struct VecAvx512 {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
-  static IReg load_u8(const uint8_t* p) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  // (raw >> shift) & mask of each lane, as floats
-  static Reg code_field(IReg raw, int shift, unsigned mask) {
-    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srl_epi32(raw, _mm_cvtsi32_si128(shift)),
-                                               _mm512_set1_epi32(static_cast<int>(mask))));
-  }
+  // 16 bytes (one KV code each) as floats.
+  static void u8x16_floats(__m128i x, Reg* out) { out[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x)); }
   static void store_f16(uint16_t* p, Reg v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
