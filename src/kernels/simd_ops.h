@@ -50,10 +50,6 @@ struct SimdOps {
   void (*dot_i8_pairs)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
                        const int16_t* q, float q_scale, size_t n, float* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
-  // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
-  // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).
-  // Writes, per query g, the partial result m[g] = max score, l[g] = sum exp(score - m[g]) and
-  // acc[g * head_dim ..] = sum exp(score - m[g]) * v_j, which merge across chunks.
   // y = x / rms(x) * weight
   void (*rms_norm)(const float* x, const float* weight, float* y, size_t n, float eps);
   // gate = silu(gate) * up (SwiGLU)
@@ -63,6 +59,10 @@ struct SimdOps {
   // Rotates the first rot_dim dims of one head with tables from rope_tables(); neox selects the
   // pairing (x[i], x[i + rot_dim/2]) instead of (x[2i], x[2i+1]).
   void (*rope)(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool neox);
+  // One chunk of online-softmax attention: n_q query vectors (head_dim floats each, the query
+  // heads sharing one KV head) over key/value rows j < n_keys (F16, `stride` elements apart).
+  // Writes, per query g, the partial result m[g] = max score, l[g] = sum exp(score - m[g]) and
+  // acc[g * head_dim ..] = sum exp(score - m[g]) * v_j, which merge across chunks.
   void (*attn_chunk)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                      size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc);
   // attn_chunk over the listed key/value rows rows[0..n_keys) instead of a contiguous chunk: the

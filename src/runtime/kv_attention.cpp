@@ -55,8 +55,8 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   size_t block = SIZE_MAX;
 
   // Runs of consecutive coded rows go to attn_codes in one call, runs of half-precision rows (the
-  // window, full-precision tokens) one row apart in memory to attn_chunk. Each run's partials
-  // merge into m, l, acc.
+  // window, full-precision tokens) one row apart in memory to attn_chunk (attn_gather when the
+  // numerators are wanted). Each run's partials merge into m, l, acc.
   const size_t kv_dim = cache.kv_dim();
   for (size_t j = 0; j < n;) {
     const size_t pos = positions[j];

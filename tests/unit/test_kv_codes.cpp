@@ -129,7 +129,10 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
         for (size_t n_q : {1u, 3u, 5u, 9u}) {
           ++seed;
           const bool shared = seed % 3 == 0, with_bias = seed % 2 == 0;
-          const CodedRun k(shape, bits, n_keys, shared, seed),
+          // 2-bit {32, 32}: keys in one segment of the head as KIVI's per-channel keys are, values in
+          // two groups (16-byte key blocks beside 8-byte value blocks).
+          const bool kivi_like = bits == 2 && shape == std::vector<uint32_t>{32, 32};
+          const CodedRun k(kivi_like ? std::vector<uint32_t>{64} : shape, bits, n_keys, shared, seed),
               v(shape, bits == 2 ? 4 : bits, n_keys, !shared, seed + 7);
           const size_t hd = k.segments.back().offset + k.segments.back().size;
           const auto q = random_floats(n_q * hd, seed + 3), bias = random_floats(n_q, seed + 4);

@@ -202,8 +202,8 @@ TEST_P(SimdOpsTest, HalfPrecisionBlockDotsMatchScalar) {
 }
 
 TEST_P(SimdOpsTest, AttentionChunkMatchesScalar) {
-  // Up to 8 queries (a GQA group): two passes on head dims of 16-channel blocks (64, 128); 9 and 24
-  // (prefill tiles): the streamed path, as are head dims 8 and 40 on AVX2; 36: the general path.
+  // Head dims of 16-channel blocks (64, 128): two passes, 8 queries at a time (so 9 and 24, prefill
+  // tiles, take several); 8, 36 and 40: the general path.
   for (size_t n_q : {1u, 2u, 3u, 5u, 7u, 8u, 9u, 24u}) {
     for (size_t n_keys : {1u, 17u, 300u}) {
       for (size_t hd : {8u, 36u, 40u, 64u, 128u}) {
@@ -237,7 +237,7 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
         std::vector<uint32_t> rows(n_rows);
         for (auto& r : rows) r = static_cast<uint32_t>(rng() % n_cache);  // any order, repeats allowed
         std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), m2(n_q), l2(n_q), a2(n_q * hd);
-        // With and without numerators (the watched path takes another kernel): the same result.
+        // With and without numerators (the watched path): the same result.
         for (bool numerators : {false, true}) {
           std::vector<float> p1(numerators ? n_q * n_rows : 0), p2(p1.size());
           simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd,

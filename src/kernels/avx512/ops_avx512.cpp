@@ -48,7 +48,6 @@ struct VecAvx512 {
     for (size_t i = 0; i < kWidth; ++i) sums[i] = reduce(load(rows + i * kWidth));
     return _mm512_load_ps(sums);
   }
-  static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
   static void store_bf16(uint16_t* p, Reg v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   }
