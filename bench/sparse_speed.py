@@ -156,7 +156,7 @@ def row(r):
     test = f"pp{r['length']}" if r["mode"] == "prefill" else f"tg{r['n_gen']} @ d{r['length']}"
     head = f"| {r['family']} | {spec} | {r['threads']} | {test} |"
     if not r["ok"]:
-        return head + f" failed: {r['error'][:100]} | | | | | | |"
+        return head + f" failed: {r['error'][:100]} | | | | | | | {r['commit']} |"
     tps = "prefill_tps" if r["mode"] == "prefill" else "decode_tps"
     s = r["speedup_vs_dense"][r["mode"]], r["speedup_vs_dense"][r["mode"] + "_cpu"]
     # The engine measures the bytes held only after a decode run.
@@ -165,7 +165,7 @@ def row(r):
     rss = (f"{r['rss_policy_bytes'] / 2**20:.0f} / {r['rss_dense_bytes'] / 2**20:.0f}"
            if "rss_policy_bytes" in r else "–")
     return (head + f" {r['policy'][tps]:.1f} | {r['dense'][tps]:.1f} | {s[0]:.2f}× | {s[1]:.2f}× | {held} | "
-            f"{rss} | {r['load_before']:.2f}–{r['load_after']:.2f} |")
+            f"{rss} | {r['load_before']:.2f}–{r['load_after']:.2f} | {r['commit']} |")
 
 
 def cpu_model():
@@ -204,7 +204,7 @@ def report(records):
         out += ["", f"### {model}, simd {used} (TS_SIMD {asked})", "",
                 "| family | policy spec | threads | test | policy t/s | dense t/s | speed-up (wall) | "
                 "speed-up (CPU time) | KV held (bytes/token, policy) vs dense | peak RSS policy / dense (MiB) | "
-                "load before–after |", "|---|---|---|---|---|---|---|---|---|---|---|",
+                "load before–after | commit |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
                 *map(row, rows)]
     return "\n".join(out)
 
