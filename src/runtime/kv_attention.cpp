@@ -73,7 +73,6 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
         s.p.resize(n_q * len);
         k.attn_gather(q, n_q, kr.half + base, vr.half + base, kv_dim, s.rows.data(), len, hd, scale,
                       s.pm.data(), s.pl.data(), s.pacc.data(), s.p.data());
-        for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);
       } else {
         k.attn_chunk(q, n_q, kr.half + base, vr.half + base, kv_dim, len, hd, scale, s.pm.data(), s.pl.data(),
                      s.pacc.data());
@@ -114,9 +113,9 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
       if (numerators) s.p.resize(n_q * len);
       k.attn_codes(qr, n_q, krows, vrows, len, hd, scale, kivi ? s.bias.data() : nullptr, s.pm.data(),
                    s.pl.data(), s.pacc.data(), numerators ? s.p.data() : nullptr);
-      if (numerators)
-        for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);
     }
+    if (numerators)  // the run's numerators, relative to its own max until the rescaling below
+      for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);
     for (size_t g = 0; g < n_q; ++g) {  // online-softmax merge
       const float mx = std::max(m[g], s.pm[g]), a = std::exp(m[g] - mx), b = std::exp(s.pm[g] - mx);
       m[g] = mx;
