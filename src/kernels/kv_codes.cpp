@@ -35,4 +35,42 @@ void decode_coded_row(const CodedRows& rows, size_t j, float* out) {
   }
 }
 
+void RoundedQueries::round(const float* queries, size_t n_q, size_t head_dim, float scale,
+                           Quantize quantize) {
+  padded = (head_dim + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
+  q.assign(n_q * padded, 0.0f);
+  for (size_t g = 0; g < n_q; ++g)
+    for (size_t c = 0; c < head_dim; ++c) q[g * padded + c] = queries[g * head_dim + c] * scale;
+  codes.resize(q.size());
+  scales.resize(q.size() / kQueryBlock);
+  half_sums.resize(2 * scales.size());
+  quantize(q.data(), q.size(), codes.data(), scales.data(), half_sums.data());
+}
+
+float coded_key_score(const CodedRows& rows, size_t j, const float* q, const int8_t* qi,
+                      const float* q_scales) {
+  const uint8_t* row = rows.codes + j * rows.row_bytes;
+  const CodeRange* ranges = rows.ranges + j * rows.range_stride;
+  const bool rounded = scores_rounded_query(rows.bits);
+  float score = 0.0f;
+  for (size_t s = 0; s < rows.n_segments; ++s) {
+    const CodeSegment& seg = rows.segments[s];
+    const uint8_t* packed = row + code_bytes(rows.bits, seg.offset);
+    const CodeRange r = ranges[seg.range];
+    float products = 0.0f, q_sum = 0.0f;  // rounded: sum of d * qi * code, and of q
+    for (size_t i = 0; i < seg.size; ++i) {
+      const size_t c = seg.offset + i;
+      const float code = static_cast<float>(code_at(packed, rows.bits, seg.size, i));
+      if (rounded) {
+        products += q_scales[c / kQueryBlock] * static_cast<float>(qi[c]) * code;
+        q_sum += q[c];
+      } else {
+        score += q[c] * (r.scale * code + r.min);
+      }
+    }
+    if (rounded) score += r.scale * products + r.min * q_sum;
+  }
+  return score;
+}
+
 }  // namespace ts

@@ -7,6 +7,7 @@
 // consecutive values (one shift and mask per 16 channels in the attention kernel of simd_ops.h).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace ts {
 
@@ -61,5 +62,37 @@ struct CodedRows {
 
 // Row j of `rows` decoded to floats (scale * code + min), one per channel of the head.
 void decode_coded_row(const CodedRows& rows, size_t j, float* out);
+
+// Keys coded at 4 or 2 bits are scored against the query rounded to 8 bits in blocks of 32
+// channels (SimdOps::quantize_q8, llama.cpp's q8_0; head dims padded with zeros to whole blocks),
+// as llama.cpp scores quantized keys: the products of codes and rounded query are integers
+// (pmaddubsw / vpdpbusd), and rounding the query moves a score far less than rounding the key did
+// (a 4-bit step is 1/15 of a group's range, the query's 1/254 of its block's largest channel).
+// Pairs of 8-bit codes times 8-bit query would leave int16: those keys are scored in float.
+inline bool scores_rounded_query(unsigned bits) { return bits <= 4; }
+inline constexpr size_t kQueryBlock = 32;
+
+// n_q queries of head_dim floats times `scale`, each padded with zeros to whole kQueryBlocks and
+// rounded by `quantize` (SimdOps::quantize_q8 or its scalar reference): coded_key_score's operands.
+struct RoundedQueries {
+  using Quantize = void (*)(const float* x, size_t n, int8_t* qs, float* d, int16_t* sums);
+  size_t padded = 0;
+  std::vector<float> q, scales;  // [g][padded], [g][padded / kQueryBlock]
+  std::vector<int8_t> codes;     // [g][padded]
+  std::vector<int16_t> half_sums;
+
+  void round(const float* queries, size_t n_q, size_t head_dim, float scale, Quantize quantize);
+  const float* query(size_t g) const { return &q[g * padded]; }
+  const int8_t* query_codes(size_t g) const { return &codes[g * padded]; }
+  const float* query_scales(size_t g) const { return &scales[g * padded / kQueryBlock]; }
+};
+
+// The score of key row j for the query q (head_dim floats), as attention takes it: with the
+// query rounded (scores_rounded_query: qi[c] ~ q[c] / q_scales[c / kQueryBlock])
+//   sum_c q_scales[c / kQueryBlock] * qi[c] * scale(c) * code(c) + sum_c q[c] * min(c),
+// otherwise q . the decoded row (qi, q_scales unused); scale(c), min(c): the range of channel c's
+// segment.
+float coded_key_score(const CodedRows& rows, size_t j, const float* q, const int8_t* qi,
+                      const float* q_scales);
 
 }  // namespace ts

@@ -122,7 +122,9 @@ class KvCache {
   void read_value(size_t layer, size_t pos, float* out) const;
   // Any format: KV head kvh of the K or V row (head_dim floats).
   void read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* out) const;
-  // Any format: q (head_dim floats) . KV head kvh of the cached key, as attention scores it.
+  // Any format: q (head_dim floats) . KV head kvh of the cached key (decoded). Attention scores
+  // keys of 4 or 2 bits against the query rounded to 8 bits, within half a query step of this
+  // (kv_codes.h: coded_key_score).
   float key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const;
 
   // Writing a batch at positions pos0..pos0+n_tok-1: begin_batch, then store() each written row

@@ -94,14 +94,46 @@ struct CodedRun {
             ranges.data(),
             shared_ranges ? 0 : segments.size()};
   }
-  float value(size_t j, size_t c) const {
-    const size_t hd = segments.back().offset + segments.back().size;
+  size_t head_dim() const { return segments.back().offset + segments.back().size; }
+  CodeRange range(size_t j, size_t c) const {
     size_t s = 0;
     while (c >= segments[s].offset + segments[s].size) ++s;
-    const CodeRange r = ranges[j * rows.range_stride + s];
-    return r.scale * float(codes[j * hd + c]) + r.min;
+    return ranges[j * rows.range_stride + s];
+  }
+  float code(size_t j, size_t c) const { return float(codes[j * head_dim() + c]); }
+  float value(size_t j, size_t c) const { return range(j, c).scale * code(j, c) + range(j, c).min; }
+};
+
+// q (head_dim floats) rounded as keys of 4 or 2 bits are scored against (kv_codes.h), written out
+// here: per 32 channels (zeros past the end) d = max |q| / 127 and round(q * (127 / max |q|)).
+struct RoundedQuery {
+  std::vector<float> d, qi;  // d per channel, qi as floats
+  explicit RoundedQuery(const float* q, size_t n) : d(n), qi(n) {
+    for (size_t b = 0; b < n; b += 32) {
+      const size_t e = std::min(n, b + 32);
+      float amax = 0.0f;
+      for (size_t c = b; c < e; ++c) amax = std::max(amax, std::abs(q[c]));
+      for (size_t c = b; c < e; ++c) {
+        d[c] = amax / 127.0f;
+        qi[c] = amax > 0.0f ? std::nearbyint(q[c] * (127.0f / amax)) : 0.0f;
+      }
+    }
   }
 };
+
+// The score of key row j of k for q: against the rounded query at 4 and 2 bits, else exact.
+double expected_score(const CodedRun& k, size_t j, const float* q) {
+  const size_t hd = k.head_dim();
+  double s = 0.0;
+  if (!scores_rounded_query(k.rows.bits)) {
+    for (size_t c = 0; c < hd; ++c) s += double(q[c]) * k.value(j, c);
+    return s;
+  }
+  const RoundedQuery r(q, hd);
+  for (size_t c = 0; c < hd; ++c)
+    s += double(r.d[c]) * r.qi[c] * k.range(j, c).scale * k.code(j, c) + double(q[c]) * k.range(j, c).min;
+  return s;
+}
 
 TEST(KvCodes, DecodedRowIsScaleTimesCodePlusMin) {
   const CodedRun run({32, 16, 16}, 4, 3, false, 21);
@@ -112,7 +144,41 @@ TEST(KvCodes, DecodedRowIsScaleTimesCodePlusMin) {
   }
 }
 
-// The scalar kernel against softmax attention over the decoded rows written out here; every SIMD
+// Rounding the query to 8 bits moves a score by at most half a query step times each channel's
+// |scale * code| (here: by less than the keys' own 4-bit rounding moved it), and never for 8 bits.
+TEST(KvCodes, RoundedQueryScoreIsWithinHalfAStepOfTheExactDot) {
+  for (unsigned bits : {8u, 4u, 2u}) {
+    const CodedRun k({32, 32, 16, 16}, bits, 50, false, 40 + bits);
+    const size_t hd = k.head_dim();
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+      const auto q = random_floats(hd, 900 + seed);
+      RoundedQueries rq;
+      rq.round(q.data(), 1, hd, 1.0f, scalar_ops().quantize_q8);
+      const RoundedQuery r(q.data(), hd);
+      for (size_t j = 0; j < 50; ++j) {
+        double exact = 0.0, bound = 0.0, key_step = 0.0;
+        for (size_t c = 0; c < hd; ++c) {
+          exact += double(q[c]) * k.value(j, c);
+          bound += 0.5 * r.d[c] * std::abs(k.range(j, c).scale * k.code(j, c));
+          key_step += 0.5 * std::abs(q[c]) * k.range(j, c).scale;  // the bound of the keys' rounding
+        }
+        const float got = coded_key_score(k.rows, j, rq.query(0), rq.query_codes(0), rq.query_scales(0));
+        ASSERT_NEAR(got, expected_score(k, j, q.data()), 1e-4 * (1 + std::abs(exact))) << bits;
+        if (!scores_rounded_query(bits)) {
+          ASSERT_NEAR(got, exact, 1e-4 * (1 + std::abs(exact)));
+          continue;
+        }
+        ASSERT_LE(std::abs(got - exact), bound + 1e-4) << bits << " row " << j;
+        if (bits == 4) {
+          ASSERT_LT(bound, key_step) << j;
+        }
+      }
+    }
+  }
+}
+
+// The scalar kernel against softmax attention over the decoded rows written out here (keys of 4
+// and 2 bits scored against the rounded query, as kv_codes.h defines); every SIMD
 // table against the scalar kernel on the shapes its blocks of 16 channels decode (head dim 64, 128
 // in one, two or four segments, so 16-, 8- and 4-byte blocks; 1 to 9 queries, past one group of
 // 8) and on those decoded code by code (odd head dims, uneven segments), odd key counts, shared and
@@ -120,8 +186,10 @@ TEST(KvCodes, DecodedRowIsScaleTimesCodePlusMin) {
 TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
-  const std::vector<std::vector<uint32_t>> shapes = {{64}, {32, 32}, {128},      {64, 64}, {16, 16, 16, 16},
-                                                     {36}, {48, 16}, {16, 8, 16}};
+  // {48}, {32, 16}: an odd last 16-channel block; {16, 16, ...}: two ranges in one 32-channel pair.
+  const std::vector<std::vector<uint32_t>> shapes = {
+      {64},     {32, 32},    {128}, {64, 64}, {16, 16, 16, 16}, {36},
+      {48, 16}, {16, 8, 16}, {48},  {32, 16}, {16, 16, 16}};
   uint32_t seed = 100;
   for (unsigned bits : {8u, 4u, 2u})
     for (const auto& shape : shapes)
@@ -146,10 +214,10 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
                           a1.data(), seed % 4 ? p1.data() : nullptr);
           for (size_t g = 0; g < n_q; ++g) {
             std::vector<double> s(n_keys), out(hd, 0.0);
-            for (size_t j = 0; j < n_keys; ++j) {
-              for (size_t c = 0; c < hd; ++c) s[j] += double(q[g * hd + c]) * k.value(j, c);
-              s[j] = s[j] * scale + (with_bias ? bias[g] : 0.0f);
-            }
+            std::vector<float> qs(hd);
+            for (size_t c = 0; c < hd; ++c) qs[c] = q[g * hd + c] * scale;
+            for (size_t j = 0; j < n_keys; ++j)
+              s[j] = expected_score(k, j, qs.data()) + (with_bias ? bias[g] : 0.0f);
             const double mx = *std::max_element(s.begin(), s.end());
             double sum = 0.0;
             for (size_t j = 0; j < n_keys; ++j) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "exact_queries.h"
 #include "kernels/quant_types.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
@@ -229,10 +230,15 @@ TEST(KvQuantCache, MixedPrecisionRowsReadAtTheirWidth) {
   EXPECT_THROW(KvCache(kLayers, kCtx, kDim, kHead, mixed), Error);
 }
 
+// Attention over a cache's runs of coded, full-precision and window rows matches softmax over the
+// decoded rows. The softmax scale is a power of two so that the scaled exact queries stay exact;
+// KIVI's keys are scored against the query times each channel's key scale, rounded per 32 channels
+// (kv_codes.h), so there the scores may move by up to half a rounding step times the codes' sum.
 TEST(KvQuantCache, AttentionOverCodesMatchesDecodedRows) {
   const size_t n = 61;
+  const float scale = 0.5f;
   const std::vector<uint32_t> full = {2}, low = {0, 9, 33, 34, 35, 59};
-  const auto k = rows(n, 5), v = rows(n, 6), q = rows(3, 7);
+  const auto k = rows(n, 5), v = rows(n, 6), q = exactly_rounded_queries(rows(3, 7), kHead);
   for (int mode = 0; mode < 3; ++mode) {  // per-token keys, KIVI, mixed 4/2-bit per-token
     const bool kivi = mode == 1;
     KvFormat f = format(4, kivi, 8, 3);
@@ -245,27 +251,41 @@ TEST(KvQuantCache, AttentionOverCodesMatchesDecodedRows) {
       for (size_t kvh = 0; kvh < 3; ++kvh) {
         float m[3], l[3], acc[3 * kHead];
         std::vector<float> num(3 * pos.size());
-        attend_coded(c, 1, kvh, q.data() + 0, 3, pos, 0.3f, m, l, acc, num.data());
+        attend_coded(c, 1, kvh, q.data() + 0, 3, pos, scale, m, l, acc, num.data());
         std::vector<float> kr(kDim), vr(kDim);
         for (size_t g = 0; g < 3; ++g) {
-          std::vector<float> s(pos.size()), out(kHead, 0.0f);
+          float eps = 0.0f;  // the bound on any score's error
+          if (kivi)
+            for (uint32_t p : pos) {
+              const CodeRange* r = c.key_block_ranges(1, p) + kvh * kHead;
+              float largest = 0.0f;
+              for (size_t x = 0; x < kHead; ++x)
+                largest = std::max(largest, std::abs(scale * q[g * kHead + x] * r[x].scale));
+              eps = std::max(eps, largest / 127 / 2 * 15 * kHead);
+            }
+          const float rel = std::expm1(2 * eps) + 1e-4f;  // numerators are exp(score - max)
+          std::vector<float> s(pos.size()), out(kHead, 0.0f), weight(kHead, 0.0f);
           for (size_t j = 0; j < pos.size(); ++j) {
             c.read_key(1, pos[j], kr.data());
             s[j] = 0.0f;
-            for (size_t x = 0; x < kHead; ++x) s[j] += 0.3f * q[g * kHead + x] * kr[kvh * kHead + x];
+            for (size_t x = 0; x < kHead; ++x) s[j] += scale * q[g * kHead + x] * kr[kvh * kHead + x];
           }
           const float mx = *std::max_element(s.begin(), s.end());
           float sum = 0.0f;
           for (size_t j = 0; j < pos.size(); ++j) {
             const float p = std::exp(s[j] - mx);
             sum += p;
-            ASSERT_NEAR(num[g * pos.size() + j], p, 1e-4f);
+            ASSERT_NEAR(num[g * pos.size() + j], p, rel * p + 1e-4f) << mode;
             c.read_value(1, pos[j], vr.data());
-            for (size_t x = 0; x < kHead; ++x) out[x] += p * vr[kvh * kHead + x];
+            for (size_t x = 0; x < kHead; ++x) {
+              out[x] += p * vr[kvh * kHead + x];
+              weight[x] += p * std::abs(vr[kvh * kHead + x]);
+            }
           }
-          EXPECT_NEAR(m[g], mx, 1e-4f);
-          EXPECT_NEAR(l[g], sum, 1e-4f * sum);
-          for (size_t x = 0; x < kHead; ++x) ASSERT_NEAR(acc[g * kHead + x], out[x], 1e-4f * sum) << mode;
+          EXPECT_NEAR(m[g], mx, eps + 1e-4f) << mode;
+          EXPECT_NEAR(l[g], sum, rel * sum) << mode;
+          for (size_t x = 0; x < kHead; ++x)
+            ASSERT_NEAR(acc[g * kHead + x], out[x], 1e-4f * sum + rel * weight[x]) << mode;
         }
       }
   }

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "exact_queries.h"
 #include "kernels/quant_types.h"
 #include "policies/builtin_policies.h"
 #include "policies/kvquant/outlier_profile.h"
@@ -99,7 +100,7 @@ TEST(KvStaticRanges, CodesAgainstTheCalibratedRangeAndClampOutside) {
         }
       }
       // Attention over the codes equals attention over the decoded rows.
-      const auto q = half_rows(2, 3);
+      const auto q = exactly_rounded_queries(half_rows(2, 3), kHead);
       std::vector<uint32_t> pos = {0, 3, 4, 9, 15, 20};
       float m[2], l[2], acc[2 * kHead];
       attend_coded(c, 1, 1, q.data(), 2, pos, 0.5f, m, l, acc);

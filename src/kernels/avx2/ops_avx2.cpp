@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "kernels/block_runs.h"
 #include "kernels/kv_codes.h"
+#include "kernels/q8_activations.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
+#include "kernels/x86_helpers.h"
 
 namespace ts {
 namespace {
@@ -74,15 +77,7 @@ struct VecAvx2 {
     static float product(uint16_t w, uint16_t x) { return bf16_to_float(w) * bf16_to_float(x); }
   };
   // Lane i = the sum of the 8 floats at rows + 8 * i (one transposed horizontal sum for 8 rows).
-  static Reg row_sums(const float* rows) {
-    const Reg a = _mm256_hadd_ps(load(rows), load(rows + 8)),
-              b = _mm256_hadd_ps(load(rows + 16), load(rows + 24));
-    const Reg c = _mm256_hadd_ps(load(rows + 32), load(rows + 40)),
-              d = _mm256_hadd_ps(load(rows + 48), load(rows + 56));
-    const Reg ab = _mm256_hadd_ps(a, b),
-              cd = _mm256_hadd_ps(c, d);  // lanes: rows 0-3 | 4-7, per 128-bit half
-    return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
-  }
+  static Reg row_sums(const float* rows) { return row_sums_8x8(rows); }
   static float reduce(Reg v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

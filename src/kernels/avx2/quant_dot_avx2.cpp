@@ -13,11 +13,6 @@
 namespace ts::avx2 {
 namespace {
 
-// Eight int32 partial sums of u8 weights times s8 activations.
-__m256i dot_u8_s8(__m256i w, __m256i x) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
-}
-
 // Packed groups (packed_gemm_x86.h): one ymm lane per row, half a 16-row group per pass.
 struct PackedAvx2 {
   using F = __m256;

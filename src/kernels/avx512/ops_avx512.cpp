@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "kernels/block_runs.h"
 #include "kernels/kv_codes.h"
+#include "kernels/q8_activations.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
 #include "kernels/simd_ops.h"
+#include "kernels/x86_helpers.h"
 
 namespace ts {
 namespace {

@@ -137,11 +137,13 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
 void attn_codes(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
                 size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc, float* p) {
   std::vector<float> row(head_dim);
+  RoundedQueries rq;
+  rq.round(q, n_q, head_dim, scale, scalar::quantize_q8);
   attend_reference(
       n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
-        decode_coded_row(k, j, row.data());
-        return scale * dot_f32(q + g * head_dim, row.data(), head_dim) + (bias ? bias[g] : 0.0f);
+        return coded_key_score(k, j, rq.query(g), rq.query_codes(g), rq.query_scales(g)) +
+               (bias ? bias[g] : 0.0f);
       },
       [&](size_t j, float e, float* out) {
         decode_coded_row(v, j, row.data());
