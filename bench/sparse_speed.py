@@ -58,7 +58,7 @@ FAMILIES = [
 ]
 FOOTNOTE = ("kvsink4 is 4-bit kvquant with the first 4 positions at full precision (`pfn:n=4`), a stand-in "
             "for KVSink: KVSink proper needs a calibrated profile (`tokensieve calibrate kvsink`).")
-KEY_FIELDS = ("model_file", "family", "mode", "length", "threads", "simd", "reps", "n_gen")
+KEY_FIELDS = ("model_file", "family", "mode", "length", "threads", "machine", "simd", "reps", "n_gen")
 FIGURES = ("prefill_tps", "decode_tps", "prefill_cpu_tps", "decode_cpu_tps", "kv_bytes_per_token",
            "kv_held_fraction", "kv_held_bytes_per_token", "decode_bytes_per_token", "decode_bandwidth_gbs",
            "decode_bandwidth_fraction")
@@ -70,6 +70,19 @@ def csv(text, convert=str, allowed=None):
     if bad or not items:
         sys.exit(f"error: bad list '{text}'" + (f" (choose from {', '.join(allowed)})" if allowed else ""))
     return items
+
+
+def machine_simd():
+    """The instruction set the engine picks here without TS_SIMD (the flags of src/core/cpu_features.cpp):
+    a figure belongs to the machine's kind as well as to the level it ran."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next(line for line in f if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return "unknown"
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16", "avx512vbmi"} <= flags:
+        return "avx512"
+    return "avx2" if {"avx2", "fma"} <= flags else "scalar"
 
 
 def model_key(path):
@@ -92,7 +105,7 @@ def plan(a):
                             if mode in f.modes and (f.models is None or key in f.models):
                                 yield {"model": path, "model_file": os.path.basename(path), "family": f.key,
                                        "specs": f.specs, "mode": mode, "length": length, "threads": threads,
-                                       "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
+                                       "machine": a.machine, "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
 
 
 def bench_cmd(binary, cell, specs, reps, n_gen, vs_dense):
@@ -124,7 +137,10 @@ def read_cache(path):
     if not os.path.isfile(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    for r in records:  # records from before the machine field: all from AVX2-only machines, run natively
+        r.setdefault("machine", r.get("simd_used", "avx2"))
+    return records
 
 
 def measure(cell, a, commit, dense_rss):
@@ -136,7 +152,7 @@ def measure(cell, a, commit, dense_rss):
     record["load_after"] = os.getloadavg()[0]
     record["utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     if j and a.rss:
-        rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["simd"])
+        rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["machine"], cell["simd"])
         policy_j, err = run_engine(bench_cmd(a.bin, cell, cell["specs"], 1, 4, False), cell["simd"])
         if policy_j and rss_key not in dense_rss:
             dense_j, err = run_engine(bench_cmd(a.bin, cell, [], 1, 4, False), cell["simd"])
@@ -168,40 +184,32 @@ def row(r):
             f"{rss} | {r['load_before']:.2f}–{r['load_after']:.2f} | {r['commit']} |")
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
-
-
 def report(records):
-    """The markdown: one table per (model, SIMD level), from the cache's records."""
+    """The markdown: one table per (model, machine kind, SIMD level), from the cache's records."""
     latest = {}
     for r in records:  # a successful record beats a failed one; a later one an earlier one
         key = tuple(r[k] for k in KEY_FIELDS)
         if r["ok"] or not latest.get(key, {}).get("ok"):
             latest[key] = r
-    ok = [r for r in latest.values() if r["ok"]]
     if not latest:
         return "No measurements yet."
-    bandwidth = [r["machine_bandwidth_gbs"] for r in ok]
-    out = [f"CPU: {cpu_model()}; measured read bandwidth "
-           + (f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s" if bandwidth else "–")
-           + f"; commit {', '.join(sorted({r['commit'] for r in latest.values()}))}.", "",
-           *[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
+    out = [*[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
            "t/s: medians over the repetitions, policy and dense interleaved in one process; speed-up (CPU "
            "time) counts the process's CPU time, not its waits for a core. Peak RSS: separate `bench -r 1` "
            "processes. " + FOOTNOTE]
     order = {f.key: i for i, f in enumerate(FAMILIES)}
     tables = collections.defaultdict(list)
     for r in latest.values():
-        tables[(r["model_file"], r["simd"])].append(r)
-    for (model, asked), rows in sorted(tables.items()):
+        tables[(r["model_file"], r["machine"], r["simd"])].append(r)
+    for (model, machine, asked), rows in sorted(tables.items()):
         rows.sort(key=lambda r: (r["threads"], MODES.index(r["mode"]), r["length"], order.get(r["family"], 99)))
         used = ", ".join(sorted({r["simd_used"] for r in rows if r["ok"]})) or "?"  # what the engine reported
-        out += ["", f"### {model}, simd {used} (TS_SIMD {asked})", "",
+        bandwidth = [r["machine_bandwidth_gbs"] for r in rows if r["ok"]]
+        kind = {"avx512": "AVX-512 machine", "avx2": "AVX2-only machine"}.get(machine, f"{machine} machine")
+        out += ["", f"### {model}, {kind}, simd {used} (TS_SIMD {asked})", "",
+                "Measured read bandwidth "
+                + (f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s" if bandwidth else "–")
+                + f"; commits {', '.join(sorted({r['commit'] for r in rows}))}.", "",
                 "| family | policy spec | threads | test | policy t/s | dense t/s | speed-up (wall) | "
                 "speed-up (CPU time) | KV held (bytes/token, policy) vs dense | peak RSS policy / dense (MiB) | "
                 "load before–after | commit |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -242,6 +250,7 @@ def main():
     a.families = csv(a.families, allowed=[f.key for f in FAMILIES])
     a.modes = csv(a.modes, allowed=MODES)
     a.simd = csv(a.simd, allowed=SIMD_LEVELS)
+    a.machine = machine_simd()
     try:
         a.lengths, a.threads = csv(a.lengths, int), csv(a.threads, int)
     except ValueError:
@@ -267,7 +276,8 @@ def main():
                 sys.exit(f"error: no file {path} (tools/fetch_model.sh fetches the models; build the engine)")
         commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip() or "unknown"
-        dense_rss = {(r["model_file"], r["mode"], r["length"], r["threads"], r["simd"]): r["rss_dense_bytes"]
+        dense_rss = {(r["model_file"], r["mode"], r["length"], r["threads"], r["machine"], r["simd"]):
+                     r["rss_dense_bytes"]
                      for r in records if r["ok"] and "rss_dense_bytes" in r}
         for i, c in enumerate(cells, 1):
             r = measure(c, a, commit, dense_rss)
