@@ -9,14 +9,16 @@ held and peak RSS.
     python3 bench/sparse_speed.py --simd native,avx2 --modes decode --write BENCHMARKS.md
     python3 bench/sparse_speed.py --report-only --write BENCHMARKS.md  # tables from the cache, nothing run
 
-A cell is one (model, family, mode, length, threads, SIMD level): `tokensieve bench --vs-dense`
+A cell is one (model, family, mode, length, threads, machine kind, SIMD level); the machine kind is
+the level the engine picks here on its own (an AVX2 figure from an AVX-512 machine is not one from
+an AVX2-only machine). `tokensieve bench --vs-dense`
 measures the family's policies and dense interleaved in one process (medians over the repetitions);
 a prefill cell is ppL, a decode cell decodes --n-gen tokens after an L-token context. Peak RSS per
 configuration needs a process of its own, so with --rss each cell also runs `bench -r 1` once with
 the policies and once dense. Every finished cell appends one JSON line to --cache (the raw data);
-a rerun skips the cells already there unless --redo, so an interrupted run resumes. The tables
-(one per model and SIMD level) are built from the cache alone and go between the markers of
---write (appended at the end if missing). Measure only on a quiet machine: nothing else running.
+a rerun skips the cells already there unless --redo, so an interrupted run resumes. The tables (one
+per model, machine kind and SIMD level) are built from the cache alone and go between the markers
+of --write (appended at the end if missing). Measure only on a quiet machine: nothing else running.
 """
 import argparse
 import collections
