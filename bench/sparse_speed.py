@@ -63,7 +63,7 @@ FOOTNOTE = ("kvsink4 is 4-bit kvquant with the first 4 positions at full precisi
 KEY_FIELDS = ("model_file", "family", "mode", "length", "threads", "machine", "simd", "reps", "n_gen")
 FIGURES = ("prefill_tps", "decode_tps", "prefill_cpu_tps", "decode_cpu_tps", "kv_bytes_per_token",
            "kv_held_fraction", "kv_held_bytes_per_token", "decode_bytes_per_token", "decode_bandwidth_gbs",
-           "decode_bandwidth_fraction")
+           "decode_bandwidth_fraction", "kv_resident_bytes")
 
 
 def csv(text, convert=str, allowed=None):
@@ -110,9 +110,10 @@ def plan(a):
                                        "machine": a.machine, "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
 
 
-def bench_cmd(binary, cell, specs, reps, n_gen, vs_dense):
+def bench_cmd(binary, cell, configs, reps, n_gen, vs_dense):
+    """`tokensieve bench` of one or more configurations (each a list of policy specs; [] = dense alone)."""
     p, n, d = (cell["length"], 0, 0) if cell["mode"] == "prefill" else (0, n_gen, cell["length"])
-    policies = [x for s in specs for x in ("--policy", s.format(root=ROOT))]
+    policies = [x for specs in configs if specs for x in ("--config", ";".join(s.format(root=ROOT) for s in specs))]
     return ([binary, "bench", "-m", cell["model"], "-t", str(cell["threads"]), *policies]
             + (["--vs-dense"] if vs_dense else []) + ["--json", "-r", str(reps), "-p", str(p), "-n", str(n),
                                                       "-d", str(d)])
@@ -145,28 +146,41 @@ def read_cache(path):
     return records
 
 
-def measure(cell, a, commit, dense_rss):
-    """One cell's cache record; dense_rss memoises the dense process's peak RSS, the same for every family."""
+def measure(cells, a, commit, dense_rss):
+    """The cache records of cells that differ only in family, measured in one run beside one dense
+    (each family's and dense's fills and repetitions interleaved); dense_rss memoises the dense
+    process's peak RSS, the same for every family."""
+    c0 = cells[0]
     command = "python3 bench/sparse_speed.py " + shlex.join(sys.argv[1:])
-    record = {k: cell[k] for k in KEY_FIELDS} | {"specs": cell["specs"], "commit": commit, "command": command}
-    record["load_before"] = os.getloadavg()[0]
-    j, err = run_engine(bench_cmd(a.bin, cell, cell["specs"], a.reps, a.n_gen, True), cell["simd"])
-    record["load_after"] = os.getloadavg()[0]
-    record["utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    if j and a.rss:
-        rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["machine"], cell["simd"])
-        policy_j, err = run_engine(bench_cmd(a.bin, cell, cell["specs"], 1, 4, False), cell["simd"])
-        if policy_j and rss_key not in dense_rss:
-            dense_j, err = run_engine(bench_cmd(a.bin, cell, [], 1, 4, False), cell["simd"])
-            if dense_j:
-                dense_rss[rss_key] = dense_j["peak_rss_bytes"]
-        if not err:
-            record |= {"rss_policy_bytes": policy_j["peak_rss_bytes"], "rss_dense_bytes": dense_rss[rss_key]}
-    if err:
-        return record | {"ok": False, "error": err}
-    return record | {"ok": True, "simd_used": j["simd"], "machine_bandwidth_gbs": j["machine_bandwidth_gbs"],
-                     "peak_rss_both_bytes": j["peak_rss_bytes"], "speedup_vs_dense": j["speedup_vs_dense"],
-                     "policy": {k: j[k] for k in FIGURES}, "dense": {k: j["dense"][k] for k in FIGURES}}
+    base = {"commit": commit, "command": command, "together": [c["family"] for c in cells],
+            "load_before": os.getloadavg()[0]}
+    j, err = run_engine(bench_cmd(a.bin, c0, [c["specs"] for c in cells], a.reps, a.n_gen, True), c0["simd"])
+    base |= {"load_after": os.getloadavg()[0],
+             "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    records = []
+    for i, cell in enumerate(cells):
+        record = {k: cell[k] for k in KEY_FIELDS} | {"specs": cell["specs"]} | base
+        if err:
+            records.append(record | {"ok": False, "error": err})
+            continue
+        ji = j["configs"][i]
+        record |= {"ok": True, "simd_used": j["simd"], "machine_bandwidth_gbs": j["machine_bandwidth_gbs"],
+                   "peak_rss_both_bytes": j["peak_rss_bytes"], "speedup_vs_dense": ji["speedup_vs_dense"],
+                   "policy": {k: ji[k] for k in FIGURES}, "dense": {k: j["dense"][k] for k in FIGURES}}
+        if a.rss:
+            rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["machine"],
+                       cell["simd"])
+            policy_j, rss_err = run_engine(bench_cmd(a.bin, cell, [cell["specs"]], 1, 4, False), cell["simd"])
+            if policy_j and rss_key not in dense_rss:
+                dense_j, rss_err = run_engine(bench_cmd(a.bin, cell, [], 1, 4, False), cell["simd"])
+                if dense_j:
+                    dense_rss[rss_key] = dense_j["peak_rss_bytes"]
+            if rss_err:
+                record["rss_error"] = rss_err
+            else:
+                record |= {"rss_policy_bytes": policy_j["peak_rss_bytes"], "rss_dense_bytes": dense_rss[rss_key]}
+        records.append(record)
+    return records
 
 
 def row(r):
@@ -174,7 +188,7 @@ def row(r):
     test = f"pp{r['length']}" if r["mode"] == "prefill" else f"tg{r['n_gen']} @ d{r['length']}"
     head = f"| {r['family']} | {spec} | {r['threads']} | {test} |"
     if not r["ok"]:
-        return head + f" failed: {r['error'][:100]} | | | | | | | {r['commit']} |"
+        return head + f" failed: {r['error'][:100]} | | | | | | | | {r['commit']} |"
     tps = "prefill_tps" if r["mode"] == "prefill" else "decode_tps"
     s = r["speedup_vs_dense"][r["mode"]], r["speedup_vs_dense"][r["mode"] + "_cpu"]
     # The engine measures the bytes held only after a decode run.
@@ -182,8 +196,10 @@ def row(r):
             if r["mode"] == "decode" else "–")
     rss = (f"{r['rss_policy_bytes'] / 2**20:.0f} / {r['rss_dense_bytes'] / 2**20:.0f}"
            if "rss_policy_bytes" in r else "–")
+    resident = (f"{r['policy']['kv_resident_bytes'] / 2**20:.0f} / {r['dense']['kv_resident_bytes'] / 2**20:.0f}"
+                if "kv_resident_bytes" in r["policy"] else "–")
     return (head + f" {r['policy'][tps]:.1f} | {r['dense'][tps]:.1f} | {s[0]:.2f}× | {s[1]:.2f}× | {held} | "
-            f"{rss} | {r['load_before']:.2f}–{r['load_after']:.2f} | {r['commit']} |")
+            f"{resident} | {rss} | {r['load_before']:.2f}–{r['load_after']:.2f} | {r['commit']} |")
 
 
 def report(records):
@@ -196,9 +212,10 @@ def report(records):
     if not latest:
         return "No measurements yet."
     out = [*[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
-           "t/s: medians over the repetitions, policy and dense interleaved in one process; speed-up (CPU "
-           "time) counts the process's CPU time, not its waits for a core. Peak RSS: separate `bench -r 1` "
-           "processes. " + FOOTNOTE]
+           "t/s: medians over the repetitions, policies and dense interleaved in one process (up to "
+           "--together families beside one dense); speed-up (CPU time) counts the process's CPU time, not "
+           "its waits for a core. KV cache resident: the cache's pages in memory after the run (mincore), "
+           "evicted rows and compact copies included. Peak RSS: separate `bench -r 1` processes. " + FOOTNOTE]
     order = {f.key: i for i, f in enumerate(FAMILIES)}
     tables = collections.defaultdict(list)
     for r in latest.values():
@@ -213,8 +230,9 @@ def report(records):
                 + (f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s" if bandwidth else "–")
                 + f"; commits {', '.join(sorted({r['commit'] for r in rows}))}.", "",
                 "| family | policy spec | threads | test | policy t/s | dense t/s | speed-up (wall) | "
-                "speed-up (CPU time) | KV held (bytes/token, policy) vs dense | peak RSS policy / dense (MiB) | "
-                "load before–after | commit |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "speed-up (CPU time) | KV held (bytes/token, policy) vs dense | KV cache resident policy / dense "
+                "(MiB) | peak RSS policy / dense (MiB) | load before–after | commit |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
                 *map(row, rows)]
     return "\n".join(out)
 
@@ -243,6 +261,8 @@ def main():
                     help="peak RSS of policy and dense, each in a process of its own (default on)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tokensieve"))
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", "sparse_speed.jsonl"))
+    ap.add_argument("--together", type=int, default=8,
+                    help="most families measured in one run beside one dense (default 8; each holds a KV cache)")
     ap.add_argument("--redo", action="store_true", help="measure cells already in the cache again")
     ap.add_argument("--dry-run", action="store_true", help="print the engine commands only")
     ap.add_argument("--report-only", action="store_true", help="tables from the cache, nothing run")
@@ -263,15 +283,8 @@ def main():
         done = set() if a.redo else {tuple(r[k] for k in KEY_FIELDS) for r in records if r["ok"]}
         cells = [c for c in plan(a) if tuple(c[k] for k in KEY_FIELDS) not in done]
         if a.dry_run:
-            dense_shown = set()
-            for c in cells:
-                print(shown(bench_cmd(a.bin, c, c["specs"], a.reps, a.n_gen, True), c["simd"]))
-                if a.rss:
-                    print(shown(bench_cmd(a.bin, c, c["specs"], 1, 4, False), c["simd"]))
-                    dense = shown(bench_cmd(a.bin, c, [], 1, 4, False), c["simd"])
-                    if dense not in dense_shown:  # measured once, shared by every family
-                        print(dense)
-                        dense_shown.add(dense)
+            for c in cells:  # one command per cell here; a real run measures up to --together at once
+                print(shown(bench_cmd(a.bin, c, [c["specs"]], a.reps, a.n_gen, True), c["simd"]))
             return
         for path in {c["model"] for c in cells} | ({a.bin} if cells else set()):
             if not os.path.isfile(path):
@@ -281,16 +294,21 @@ def main():
         dense_rss = {(r["model_file"], r["mode"], r["length"], r["threads"], r["machine"], r["simd"]):
                      r["rss_dense_bytes"]
                      for r in records if r["ok"] and "rss_dense_bytes" in r}
-        for i, c in enumerate(cells, 1):
-            r = measure(c, a, commit, dense_rss)
+        groups = collections.defaultdict(list)  # cells measured together: one dense, one process
+        for c in cells:
+            groups[tuple(c[k] for k in KEY_FIELDS if k != "family") + (c["model"],)].append(c)
+        batches = [g[i:i + a.together] for g in groups.values() for i in range(0, len(g), a.together)]
+        for i, batch in enumerate(batches, 1):
+            rs = measure(batch, a, commit, dense_rss)
             with open(a.cache, "a") as f:  # failed cells too: the record says ok=false, a rerun retries them
-                f.write(json.dumps(r) + "\n")
-            records.append(r)
-            test = f"pp{c['length']}" if c["mode"] == "prefill" else f"tg{c['n_gen']} @ d{c['length']}"
-            what = (f"{r['policy'][c['mode'] + '_tps']:.1f} t/s, {r['speedup_vs_dense'][c['mode']]:.2f}× dense"
-                    if r["ok"] else f"FAILED: {r['error']}")
-            print(f"[{i}/{len(cells)}] {c['model_file']} {c['family']} {test} -t {c['threads']} "
-                  f"simd {c['simd']}: {what}", file=sys.stderr)
+                f.writelines(json.dumps(r) + "\n" for r in rs)
+            records += rs
+            for c, r in zip(batch, rs):
+                test = f"pp{c['length']}" if c["mode"] == "prefill" else f"tg{c['n_gen']} @ d{c['length']}"
+                what = (f"{r['policy'][c['mode'] + '_tps']:.1f} t/s, {r['speedup_vs_dense'][c['mode']]:.2f}× dense"
+                        if r["ok"] else f"FAILED: {r['error']}")
+                print(f"[{i}/{len(batches)}] {c['model_file']} {c['family']} {test} -t {c['threads']} "
+                      f"simd {c['simd']}: {what}", file=sys.stderr, flush=True)
     text = report(records)
     print(text)
     if a.write:

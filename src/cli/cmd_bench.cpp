@@ -8,12 +8,14 @@
 #include "core/progress.h"
 #include "eval/bench.h"
 #include "kernels/bandwidth_probe.h"
+#include "policies/builtin_policies.h"
 
 namespace ts::cli {
 namespace {
 
 struct BenchOptions {
   ModelOptions model;
+  std::vector<std::string> configs;  // --config: more configurations, policy specs joined by ';'
   BenchParams params;
   bool vs_dense = false;
   bool json = false;
@@ -40,6 +42,7 @@ nlohmann::json result_json(const BenchConfig& config, const BenchResult& r, doub
       {"kv_bytes_per_token", r.kv_bytes_per_token},
       {"kv_held_fraction", r.kv_held_fraction},
       {"kv_held_bytes_per_token", r.kv_held_bytes_per_token},
+      {"kv_resident_bytes", r.kv_resident_bytes},
       {"decode_bytes_per_token", r.decode_bytes_per_token},
       {"decode_bandwidth_gbs", decode_gbs},
       {"decode_bandwidth_fraction", machine_gbs > 0 ? decode_gbs / machine_gbs : 0.0},
@@ -65,14 +68,35 @@ double ratio(const nlohmann::json& a, const nlohmann::json& b, const char* key) 
   return den > 0 ? a[key].get<double>() / den : 0.0;
 }
 
+// The policy specs of one --config: specs separated by ';' (a spec itself holds ':' and ',').
+std::vector<std::string> config_specs(const std::string& text) {
+  std::vector<std::string> specs;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(';', at), text.size());
+    specs.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return specs;
+}
+
+std::string config_label(const std::vector<std::string>& specs) {
+  std::string label;
+  for (const std::string& spec : specs) label += (label.empty() ? "" : " + ") + spec;
+  return label;
+}
+
 void bench(BenchOptions o) {
   auto model = Model::load(o.model.model_path);
   o.params.threads = o.model.threads;
-  TS_CHECK(!o.vs_dense || !o.model.policies.empty(), "bench: --vs-dense needs at least one --policy");
-  std::vector<BenchConfig> configs;
-  std::string label;
-  for (const std::string& spec : o.model.policies) label += (label.empty() ? "" : " + ") + spec;
-  configs.push_back({label, o.model.policies});
+  std::vector<BenchConfig> configs;  // the measured ones, then dense with --vs-dense
+  if (!o.model.policies.empty() || o.configs.empty())
+    configs.push_back({config_label(o.model.policies), o.model.policies});
+  for (const std::string& text : o.configs) {
+    const std::vector<std::string> specs = config_specs(text);
+    configs.push_back({config_label(specs), specs});
+  }
+  const size_t n_measured = configs.size();
+  TS_CHECK(!o.vs_dense || !configs[0].policies.empty(), "bench: --vs-dense needs at least one --policy");
   if (o.vs_dense) configs.push_back({"", {}});
   Progress progress("bench", static_cast<size_t>(o.params.reps));
   const std::vector<BenchResult> results = run_bench(
@@ -83,8 +107,21 @@ void bench(BenchOptions o) {
   ThreadPool pool(o.model.threads);
   const double machine_gbs = measure_read_bandwidth(pool);
   const BenchResult& r = results[0];
-  // The measured configuration's figures at the top level; dense beside it with --vs-dense.
-  nlohmann::json j = result_json(configs[0], r, machine_gbs);
+  nlohmann::json measured = nlohmann::json::array();
+  for (size_t i = 0; i < n_measured; ++i) {
+    nlohmann::json ji = result_json(configs[i], results[i], machine_gbs);
+    if (o.vs_dense) {
+      const nlohmann::json dense = result_json(configs.back(), results.back(), machine_gbs);
+      ji["speedup_vs_dense"] = {{"prefill", ratio(ji, dense, "prefill_tps")},
+                                {"decode", ratio(ji, dense, "decode_tps")},
+                                {"prefill_cpu", ratio(ji, dense, "prefill_cpu_tps")},
+                                {"decode_cpu", ratio(ji, dense, "decode_cpu_tps")}};
+    }
+    measured.push_back(ji);
+  }
+  // The first configuration's figures at the top level, every one under "configs"; dense beside
+  // them with --vs-dense.
+  nlohmann::json j = measured[0];
   j.update({
       {"model", o.model.model_path},
       {"threads", r.threads},
@@ -96,14 +133,9 @@ void bench(BenchOptions o) {
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"weight_bytes", r.weight_bytes},
       {"machine_bandwidth_gbs", machine_gbs},
+      {"configs", measured},
   });
-  if (o.vs_dense) {
-    j["dense"] = result_json(configs[1], results[1], machine_gbs);
-    j["speedup_vs_dense"] = {{"prefill", ratio(j, j["dense"], "prefill_tps")},
-                             {"decode", ratio(j, j["dense"], "decode_tps")},
-                             {"prefill_cpu", ratio(j, j["dense"], "prefill_cpu_tps")},
-                             {"decode_cpu", ratio(j, j["dense"], "decode_cpu_tps")}};
-  }
+  if (o.vs_dense) j["dense"] = result_json(configs.back(), results.back(), machine_gbs);
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -112,19 +144,25 @@ void bench(BenchOptions o) {
       "| model | policy | threads | simd | test | t/s (median) | min | max |\n"
       "|---|---|---|---|---|---|---|---|\n");
   const std::string name = model->config().name;
-  print_rows(name, o, configs[0], j, r.threads);
+  for (size_t i = 0; i < n_measured; ++i) print_rows(name, o, configs[i], measured[i], r.threads);
   if (o.vs_dense) {
-    print_rows(name, o, configs[1], j["dense"], r.threads);
-    const nlohmann::json& s = j["speedup_vs_dense"];
-    std::printf(
-        "\nspeed-up vs dense (medians, interleaved repetitions): prefill %.3fx, decode %.3fx"
-        "\n  by process CPU time (not counting waits for a core): prefill %.3fx, decode %.3fx\n",
-        s["prefill"].get<double>(), s["decode"].get<double>(), s["prefill_cpu"].get<double>(),
-        s["decode_cpu"].get<double>());
+    print_rows(name, o, configs.back(), j["dense"], r.threads);
+    for (size_t i = 0; i < n_measured; ++i) {
+      const nlohmann::json& s = measured[i]["speedup_vs_dense"];
+      std::printf(
+          "\n%s vs dense (medians, interleaved repetitions): prefill %.3fx, decode %.3fx"
+          "\n  by process CPU time (not counting waits for a core): prefill %.3fx, decode %.3fx\n",
+          configs[i].label.c_str(), s["prefill"].get<double>(), s["decode"].get<double>(),
+          s["prefill_cpu"].get<double>(), s["decode_cpu"].get<double>());
+    }
   }
   if (o.params.n_gen)
     std::printf("\nafter decode: the layers hold %.1f%% of the cached positions, %.0f bytes per position\n",
                 100.0 * r.kv_held_fraction, r.kv_held_bytes_per_token);
+  for (size_t i = 0; i < configs.size(); ++i)
+    std::printf("KV cache resident (%s): %.1f MiB\n",
+                configs[i].label.empty() ? "dense" : configs[i].label.c_str(),
+                double(results[i].kv_resident_bytes) / (1 << 20));
   std::printf(
       "\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
       "measured %.1f GB/s read bandwidth\n",
@@ -140,6 +178,17 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "prefill/decode throughput and bandwidth (llama-bench style)");
   add_model_options(*cmd, opts->model, false);
   add_policy_option(*cmd, opts->model.policies);
+  cmd->add_option("--config", opts->configs,
+                  "another configuration measured in the same run: policy specs joined by ';' "
+                  "(repeatable; each is timed beside the others and, with --vs-dense, beside dense)")
+      ->check([](const std::string& text) {
+        try {
+          for (const std::string& spec : config_specs(text)) builtin_policies().create(spec);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
   BenchParams& p = opts->params;
   cmd->add_option("-p,--n-prompt", p.n_prompt, "prefill tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", p.n_gen, "decode tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));

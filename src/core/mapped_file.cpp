@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -55,6 +57,15 @@ LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   base_ = static_cast<uint8_t*>(p);
   data_ = base_ + ((kHuge - reinterpret_cast<uintptr_t>(p) % kHuge) % kHuge);
   ::madvise(data_, bytes, small_pages ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);  // advisory, like release_pages
+}
+
+size_t LargePageBuffer::resident_bytes() const {
+  if (!base_) return 0;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((size_ + page - 1) / page);
+  if (::mincore(base_, size_, in_core.data()) != 0) return 0;  // base_ is page-aligned (mmap)
+  return page * static_cast<size_t>(
+                    std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; }));
 }
 
 LargePageBuffer::~LargePageBuffer() {

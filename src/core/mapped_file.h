@@ -47,6 +47,8 @@ class LargePageBuffer {
   }
 
   uint8_t* data() const { return data_; }
+  // The bytes of the buffer's pages that are resident now (mincore): what it costs in memory.
+  size_t resident_bytes() const;
 
  private:
   void swap(LargePageBuffer& o) noexcept {
@@ -75,6 +77,7 @@ class ZeroedArray {
   T& operator[](size_t i) { return data()[i]; }
   const T& operator[](size_t i) const { return data()[i]; }
   size_t size() const { return n_; }
+  size_t resident_bytes() const { return buffer_.resident_bytes(); }
 
  private:
   LargePageBuffer buffer_;

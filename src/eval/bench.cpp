@@ -114,6 +114,7 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
         results[i].kv_held_fraction = held / double(c.n_layers);
         results[i].kv_held_bytes_per_token = double(cache.held_bytes()) / double(cache.size());
       }
+      results[i].kv_resident_bytes = tf.cache().resident_bytes();
     }
     on_rep(rep + 1, p.reps);
   }

@@ -35,7 +35,8 @@ struct BenchResult {
   // layers; < 1 when a policy evicts) and the bytes the held rows take per cached position.
   double kv_held_fraction = 1.0;
   double kv_held_bytes_per_token = 0;
-  size_t weight_bytes = 0;  // weight bytes one decode step reads (Model::decode_weight_bytes)
+  size_t kv_resident_bytes = 0;  // KvCache::resident_bytes after the last run: the cache's memory
+  size_t weight_bytes = 0;       // weight bytes one decode step reads (Model::decode_weight_bytes)
   size_t peak_rss_bytes = 0;
   double decode_bytes_per_token = 0;  // weights + KV read by one decode step at the mean depth
   int threads = 0;

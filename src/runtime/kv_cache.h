@@ -102,6 +102,10 @@ class KvCache {
   // What the rows the layers hold now take, metadata included, over all layers (an F16 cache:
   // held rows x full_token_bytes()); the window and unused slots are not counted.
   size_t held_bytes() const;
+  // The memory the cache occupies now: its buffers' resident pages (reserved for the whole
+  // context, resident as written) and its heap arrays. Unlike held_bytes, counts what eviction
+  // leaves behind (evicted rows, compact copies) and the page granularity.
+  size_t resident_bytes() const;
   size_t window_bytes() const { return ring_k_.size() * 2 * sizeof(uint16_t); }
   size_t static_range_bytes() const {
     return (static_key_.size() + static_value_.size()) * sizeof(CodeRange);
@@ -158,7 +162,8 @@ class KvCache {
   // attend_listed address rows by position); brought up to date by this call, which copies only
   // the rows held since the last call or moved by an eviction.
   struct CompactRows {
-    const uint16_t* keys;  // head-major as key_head: head kvh's j-th row at keys + kvh * head_stride + j * head_dim
+    const uint16_t*
+        keys;  // head-major as key_head: head kvh's j-th row at keys + kvh * head_stride + j * head_dim
     const uint16_t* values;
     size_t head_stride;
     size_t n;  // rows, = held(layer, size() - 1).size()
@@ -241,9 +246,9 @@ class KvCache {
   std::vector<KvSegment> head_segments_;                // per KV head: the whole head
   std::vector<std::vector<KvSegment>> group_segments_;  // per KV head: per-token groups within it
   // Sized for the whole context, resident as far as positions are written (4 KiB pages).
-  ZeroedArray<uint8_t> key_codes_, value_codes_;        // [layer][pos][row_bytes]
-  ZeroedArray<CodeRange> key_ranges_, value_ranges_;    // [layer][pos][group] (keys: per-token mode)
-  ZeroedArray<CodeRange> key_block_ranges_;             // [layer][block][kv_dim] (KIVI)
+  ZeroedArray<uint8_t> key_codes_, value_codes_;      // [layer][pos][row_bytes]
+  ZeroedArray<CodeRange> key_ranges_, value_ranges_;  // [layer][pos][group] (keys: per-token mode)
+  ZeroedArray<CodeRange> key_block_ranges_;           // [layer][block][kv_dim] (KIVI)
   std::vector<CodeRange> static_key_, static_value_;  // static: [layer][kv_dim] (KIVI keys) or [layer][group]
   std::vector<uint8_t> kind_;                         // [layer][pos]: kAbsent, kCoded, kFull
   std::vector<uint16_t> ring_k_, ring_v_;             // [layer][window][kv_dim]: the recent tokens in F16

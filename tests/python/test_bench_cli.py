@@ -37,6 +37,22 @@ def test_bench_policy_beside_dense(ts_bin):
     assert j["kv_held_fraction"] < 1 and j["dense"]["kv_held_fraction"] == 1  # SLEB holds nothing at layer 1
 
 
+def test_bench_several_configurations_in_one_run(ts_bin):
+    res = bench(ts_bin, "-p", "0", "-n", "4", "-d", "64", "-r", "2", "--config", "sleb:layers=1",
+                "--config", "kvquant:bits=4,group=16;pfn:n=4", "--vs-dense", "--json")
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    sleb, coded = j["configs"]
+    assert sleb["policies"] == ["sleb:layers=1"] and coded["policies"] == ["kvquant:bits=4,group=16", "pfn:n=4"]
+    assert j["policies"] == sleb["policies"] and j["decode_tps"] == sleb["decode_tps"]  # the first on top
+    for c in (sleb, coded):
+        assert len(c["decode_tps_all"]) == 2
+        assert abs(c["speedup_vs_dense"]["decode"] - c["decode_tps"] / j["dense"]["decode_tps"]) < 1e-9
+    # The cache's resident memory: coded rows take less than F16 ones, and every cache holds some.
+    assert 0 < coded["kv_bytes_per_token"] < j["dense"]["kv_bytes_per_token"]
+    assert sleb["kv_resident_bytes"] > 0 and j["dense"]["kv_resident_bytes"] > 0
+
+
 def test_bench_decode_at_depth_with_an_evicting_policy_repeats(ts_bin):
     # H2O's eviction state cannot be rewound to the depth: every repetition refills the context.
     res = bench(ts_bin, "-p", "0", "-n", "4", "-d", "40", "-r", "3", "--policy", "h2o:keep=0.5", "--json")
@@ -45,7 +61,8 @@ def test_bench_decode_at_depth_with_an_evicting_policy_repeats(ts_bin):
 
 
 def test_bench_usage_errors(ts_bin):
-    for args in (["--vs-dense"], ["--policy", "nosuch:x=1"], ["-p", "0", "-n", "0"]):
+    for args in (["--vs-dense"], ["--policy", "nosuch:x=1"], ["-p", "0", "-n", "0"], ["--config", "quest:keep=0.5;"],
+                 ["--config", ""]):
         res = bench(ts_bin, *args)
         assert res.returncode != 0, args
         lines = res.stderr.strip().splitlines()

@@ -187,6 +187,9 @@ TEST(KvQuantCache, ResidentMemoryFollowsTheWrittenPositions) {
   EXPECT_LT(written, long(double(expected) * (1.0 + kShadow)) + (1 << 20));
   EXPECT_GT(written, long(c.held_bytes() / 2));
   EXPECT_LT(c.bytes_per_token() * ctx + c.window_bytes(), f16_capacity / 2);
+  // The cache's own count of its resident pages (what bench reports) agrees with the process's.
+  EXPECT_GE(c.resident_bytes(), c.held_bytes());
+  EXPECT_LE(long(c.resident_bytes()), written + empty + (1 << 20));
 }
 
 // Mixed precision: every row reads as the plain cache of its own width would read it (a low row
