@@ -60,6 +60,26 @@ struct CodedRows {
   size_t range_stride = 0;
 };
 
+// The queries of SimdOps::attn_codes: sets of n_q queries (head_dim floats each; set t at
+// q + t * n_q * head_dim) and their biases (bias + t * n_q; null: none). Row j of a call is scored
+// by set (j + skip) / block_rows: KIVI's per-channel key ranges change every block_rows positions
+// and callers fold each block's into a set of its own (skip: the rows of the first block that lie
+// before the call's first row). block_rows 0: one set for every row.
+struct CodedQueries {
+  const float* q = nullptr;
+  size_t n_q = 0;
+  const float* bias = nullptr;
+  size_t block_rows = 0, skip = 0;
+  size_t set(size_t j) const { return block_rows ? (j + skip) / block_rows : 0; }
+  size_t n_sets(size_t n_keys) const { return n_keys ? set(n_keys - 1) + 1 : 0; }
+  // The end of row j's set within rows 0..n_keys.
+  size_t set_end(size_t j, size_t n_keys) const {
+    if (!block_rows) return n_keys;
+    const size_t end = (set(j) + 1) * block_rows - skip;
+    return end < n_keys ? end : n_keys;
+  }
+};
+
 // Row j of `rows` decoded to floats (scale * code + min), one per channel of the head.
 void decode_coded_row(const CodedRows& rows, size_t j, float* out);
 

@@ -73,13 +73,13 @@ struct SimdOps {
                       float* acc, float* p);
   // attn_chunk over n_keys consecutive coded rows (kernels/kv_codes.h) of one KV head: the keys
   // and values are decoded in registers (scale * code + min per segment) as they stream by, so the
-  // cache is read at its coded width. score = coded_key_score(key, scale * q) + bias[g]: keys of
-  // 4 or 2 bits against the scaled query rounded to 8 bits, integer products (kv_codes.h); bias
-  // may be null; KIVI callers fold per-channel key scales into q and the minima into bias. With p
-  // (n_q x n_keys), also each exp(score - m[g]).
-  void (*attn_codes)(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
-                     size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc,
-                     float* p);
+  // cache is read at its coded width. Row j's score for query g = coded_key_score(key, scale * q)
+  // + bias with q and bias those of row j's query set (CodedQueries): keys of 4 or 2 bits against
+  // the scaled query rounded to 8 bits, integer products (kv_codes.h); KIVI callers fold each key
+  // block's per-channel scales into its set's queries and its minima into the biases, so a run
+  // over many blocks is one call. With p (n_q x n_keys), also each exp(score - m[g]).
+  void (*attn_codes)(const CodedQueries& q, const CodedRows& k, const CodedRows& v, size_t n_keys,
+                     size_t head_dim, float scale, float* m, float* l, float* acc, float* p);
 
   // Quantizes n floats (n % 32 == 0) to int8 blocks: d = max|x| / 127, q = round-half-even(x / d),
   // and sums[2b], sums[2b + 1] the sums of q over each half of block b.

@@ -13,13 +13,13 @@ namespace {
 // Per-thread scratch, grown to the largest call.
 struct Scratch {
   std::vector<CodeSegment> kseg, vseg;  // the head's segments, head-relative
-  std::vector<float> qk;                // [g][hd]: KIVI: queries times the block's per-channel key scales
-  std::vector<float> bias;              // [g]: KIVI: scale * (query . block minima)
-  std::vector<float> pm, pl, pacc;      // one run's partials
-  std::vector<float> p;                 // [g][run]: the run's numerators
-  std::vector<uint32_t> rows;           // 0 .. run: a half-precision run's rows, for attn_gather
-  std::vector<size_t> run_start;        // with numerators: each run's first key ...
-  std::vector<float> run_m;             // ... and its max per query
+  std::vector<float> qk;            // [block][g][hd]: KIVI: queries times each key block's per-channel scales
+  std::vector<float> bias;          // [block][g]: KIVI: scale * (query . block minima)
+  std::vector<float> pm, pl, pacc;  // one run's partials
+  std::vector<float> p;             // [g][run]: the run's numerators
+  std::vector<uint32_t> rows;       // 0 .. run: a half-precision run's rows, for attn_gather
+  std::vector<size_t> run_start;    // with numerators: each run's first key ...
+  std::vector<float> run_m;         // ... and its max per query
 };
 
 // The segments of KV head kvh relative to the head: channel offsets from its first channel, range
@@ -45,14 +45,11 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   head_segments(cache.segments(kvh, true), base, s.kseg);
   head_segments(cache.segments(kvh, false), base, s.vseg);
   static constexpr CodeRange kIdentity{1.0f, 0.0f};  // KIVI keys: ranges folded into qk and bias
-  s.qk.resize(n_q * hd);
-  s.bias.resize(n_q);
   s.pm.resize(n_q);
   s.pl.resize(n_q);
   s.pacc.resize(n_q * hd);
   s.run_start.clear();
   s.run_m.clear();
-  size_t block = SIZE_MAX;
 
   // Runs of consecutive coded rows go to attn_codes in one call, runs of half-precision rows (the
   // window, full-precision tokens) one row apart in memory to attn_chunk (attn_gather when the
@@ -80,21 +77,24 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
     } else {
       const size_t run = cache.coded_run(layer, pos, n - j);
       while (len < run && positions[j + len] == pos + len) ++len;
-      const float* qr = q;
-      if (kivi) {
-        if (pos / cache.format().group != block) {
-          block = pos / cache.format().group;
-          const CodeRange* cr = cache.key_block_ranges(layer, pos) + base;
-          for (size_t g = 0; g < n_q; ++g) {
+      CodedQueries queries{q, n_q};
+      if (kivi) {  // each key block's per-channel ranges folded into a query set of its own
+        const size_t g = cache.format().group, first = pos / g;
+        const size_t sets = cache.static_ranges() ? 1 : (pos + len - 1) / g - first + 1;
+        s.qk.resize(sets * n_q * hd);
+        s.bias.resize(sets * n_q);
+        for (size_t b = 0; b < sets; ++b) {
+          const CodeRange* cr = cache.key_block_ranges(layer, (first + b) * g) + base;
+          for (size_t qi = 0; qi < n_q; ++qi) {
             float qm = 0.0f;
             for (size_t c = 0; c < hd; ++c) {
-              s.qk[g * hd + c] = q[g * hd + c] * cr[c].scale;
-              qm += q[g * hd + c] * cr[c].min;
+              s.qk[(b * n_q + qi) * hd + c] = q[qi * hd + c] * cr[c].scale;
+              qm += q[qi * hd + c] * cr[c].min;
             }
-            s.bias[g] = scale * qm;
+            s.bias[b * n_q + qi] = scale * qm;
           }
         }
-        qr = s.qk.data();
+        queries = {s.qk.data(), n_q, s.bias.data(), sets > 1 ? g : 0, pos % g};
       }
       const CodedRows krows{kr.codes + code_bytes(kr.bits, base),
                             cache.code_row_bytes(),
@@ -111,8 +111,8 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
                             vr.ranges + cache.segments(kvh, false).front().group,
                             cache.range_stride()};
       if (numerators) s.p.resize(n_q * len);
-      k.attn_codes(qr, n_q, krows, vrows, len, hd, scale, kivi ? s.bias.data() : nullptr, s.pm.data(),
-                   s.pl.data(), s.pacc.data(), numerators ? s.p.data() : nullptr);
+      k.attn_codes(queries, krows, vrows, len, hd, scale, s.pm.data(), s.pl.data(), s.pacc.data(),
+                   numerators ? s.p.data() : nullptr);
     }
     if (numerators)  // the run's numerators, relative to its own max until the rescaling below
       for (size_t g = 0; g < n_q; ++g) std::copy_n(&s.p[g * len], len, numerators + g * n + j);

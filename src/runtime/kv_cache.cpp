@@ -297,9 +297,7 @@ KvRowRef KvCache::row_ref(size_t layer, size_t pos, const std::vector<uint16_t>&
 }
 
 size_t KvCache::coded_run(size_t layer, size_t pos, size_t max_len) const {
-  size_t end = std::min(pos + max_len, window_from_);
-  if (format_.channel_keys && !static_ranges())
-    end = std::min(end, (pos / format_.group + 1) * format_.group);
+  const size_t end = std::min(pos + max_len, window_from_);
   const uint8_t* kind = &kind_[layer * n_ctx_];
   size_t p = pos + 1;
   while (p < end && kind[p] == kind[pos]) ++p;

@@ -186,7 +186,7 @@ class KvCache {
   size_t code_row_bytes() const { return row_bytes_; }
   size_t range_stride() const { return static_ranges() ? 0 : n_groups_; }
   // How many of positions pos..pos+max_len-1 (at least 1: pos, coded) have K and V coded at pos's
-  // width and, with dynamic KIVI key ranges, lie in pos's key block: one run of attn_codes.
+  // width: one run of attn_codes (with dynamic KIVI key ranges, one query set per key block).
   size_t coded_run(size_t layer, size_t pos, size_t max_len) const;
   // The segments of KV head kvh in K (keys) or V rows.
   std::span<const KvSegment> segments(size_t kvh, bool keys) const {

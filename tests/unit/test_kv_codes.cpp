@@ -182,7 +182,7 @@ TEST(KvCodes, RoundedQueryScoreIsWithinHalfAStepOfTheExactDot) {
 // table against the scalar kernel on the shapes its blocks of 16 channels decode (head dim 64, 128
 // in one, two or four segments, so 16-, 8- and 4-byte blocks; 1 to 9 queries, past one group of
 // 8) and on those decoded code by code (odd head dims, uneven segments), odd key counts, shared and
-// per-row ranges, with and without bias.
+// per-row ranges, with and without bias, one query set or one per block of rows.
 TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
@@ -197,27 +197,35 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
         for (size_t n_q : {1u, 3u, 5u, 9u}) {
           ++seed;
           const bool shared = seed % 3 == 0, with_bias = seed % 2 == 0;
+          // Query sets per block of 4 rows (KIVI's per-block keys), the first block entered at
+          // row seed % 4 of it, on every fifth case.
+          const size_t block_rows = seed % 5 == 0 ? 4 : 0;
           // 2-bit {32, 32}: keys in one segment of the head as KIVI's per-channel keys are, values in
           // two groups (16-byte key blocks beside 8-byte value blocks).
           const bool kivi_like = bits == 2 && shape == std::vector<uint32_t>{32, 32};
           const CodedRun k(kivi_like ? std::vector<uint32_t>{64} : shape, bits, n_keys, shared, seed),
               v(shape, bits == 2 ? 4 : bits, n_keys, !shared, seed + 7);
           const size_t hd = k.segments.back().offset + k.segments.back().size;
-          const auto q = random_floats(n_q * hd, seed + 3), bias = random_floats(n_q, seed + 4);
+          CodedQueries sets{nullptr, n_q, nullptr, block_rows, block_rows ? seed % 4 : 0};
+          const size_t n_sets = sets.n_sets(n_keys);
+          const auto q = random_floats(n_sets * n_q * hd, seed + 3),
+                     bias = random_floats(n_sets * n_q, seed + 4);
+          sets.q = q.data();
+          sets.bias = with_bias ? bias.data() : nullptr;
           const float scale = 0.125f;
           std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), p1(n_q * n_keys);
           std::vector<float> m2(n_q), l2(n_q), a2(n_q * hd), p2(n_q * n_keys);
-          const float* b = with_bias ? bias.data() : nullptr;
-          ref.attn_codes(q.data(), n_q, k.rows, v.rows, n_keys, hd, scale, b, m2.data(), l2.data(), a2.data(),
-                         p2.data());
-          simd.attn_codes(q.data(), n_q, k.rows, v.rows, n_keys, hd, scale, b, m1.data(), l1.data(),
-                          a1.data(), seed % 4 ? p1.data() : nullptr);
+          ref.attn_codes(sets, k.rows, v.rows, n_keys, hd, scale, m2.data(), l2.data(), a2.data(), p2.data());
+          simd.attn_codes(sets, k.rows, v.rows, n_keys, hd, scale, m1.data(), l1.data(), a1.data(),
+                          seed % 4 ? p1.data() : nullptr);
           for (size_t g = 0; g < n_q; ++g) {
             std::vector<double> s(n_keys), out(hd, 0.0);
             std::vector<float> qs(hd);
-            for (size_t c = 0; c < hd; ++c) qs[c] = q[g * hd + c] * scale;
-            for (size_t j = 0; j < n_keys; ++j)
-              s[j] = expected_score(k, j, qs.data()) + (with_bias ? bias[g] : 0.0f);
+            for (size_t j = 0; j < n_keys; ++j) {
+              const size_t at = sets.set(j) * n_q + g;
+              for (size_t c = 0; c < hd; ++c) qs[c] = q[at * hd + c] * scale;
+              s[j] = expected_score(k, j, qs.data()) + (with_bias ? bias[at] : 0.0f);
+            }
             const double mx = *std::max_element(s.begin(), s.end());
             double sum = 0.0;
             for (size_t j = 0; j < n_keys; ++j) {

@@ -134,16 +134,17 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
   attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc, p);
 }
 
-void attn_codes(const float* q, size_t n_q, const CodedRows& k, const CodedRows& v, size_t n_keys,
-                size_t head_dim, float scale, const float* bias, float* m, float* l, float* acc, float* p) {
+void attn_codes(const CodedQueries& q, const CodedRows& k, const CodedRows& v, size_t n_keys, size_t head_dim,
+                float scale, float* m, float* l, float* acc, float* p) {
   std::vector<float> row(head_dim);
   RoundedQueries rq;
-  rq.round(q, n_q, head_dim, scale, scalar::quantize_q8);
+  rq.round(q.q, q.n_sets(n_keys) * q.n_q, head_dim, scale, scalar::quantize_q8);
   attend_reference(
-      n_q, n_keys, head_dim, m, l, acc, p,
+      q.n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
-        return coded_key_score(k, j, rq.query(g), rq.query_codes(g), rq.query_scales(g)) +
-               (bias ? bias[g] : 0.0f);
+        const size_t at = q.set(j) * q.n_q + g;
+        return coded_key_score(k, j, rq.query(at), rq.query_codes(at), rq.query_scales(at)) +
+               (q.bias ? q.bias[at] : 0.0f);
       },
       [&](size_t j, float e, float* out) {
         decode_coded_row(v, j, row.data());
