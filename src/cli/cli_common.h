@@ -66,6 +66,7 @@ void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_compare(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_train_butler(CLI::App& app);

@@ -156,19 +156,24 @@ void bench(BenchOptions o) {
           s["prefill_cpu"].get<double>(), s["decode_cpu"].get<double>());
     }
   }
-  if (o.params.n_gen)
-    std::printf("\nafter decode: the layers hold %.1f%% of the cached positions, %.0f bytes per position\n",
-                100.0 * r.kv_held_fraction, r.kv_held_bytes_per_token);
-  for (size_t i = 0; i < configs.size(); ++i)
-    std::printf("KV cache resident (%s): %.1f MiB\n",
-                configs[i].label.empty() ? "dense" : configs[i].label.c_str(),
-                double(results[i].kv_resident_bytes) / (1 << 20));
-  std::printf(
-      "\npeak RSS %.1f MiB | KV %zu bytes/token | decode reads %.1f MB/token -> %.1f GB/s = %.0f%% of the "
-      "measured %.1f GB/s read bandwidth\n",
-      double(r.peak_rss_bytes) / (1 << 20), r.kv_bytes_per_token, r.decode_bytes_per_token / 1e6,
-      j["decode_bandwidth_gbs"].get<double>(), 100.0 * j["decode_bandwidth_fraction"].get<double>(),
-      machine_gbs);
+  std::printf("\n");
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const BenchResult& ri = results[i];
+    const nlohmann::json& ji = i < n_measured ? measured[i] : j["dense"];
+    std::printf("%s: KV %zu bytes/token", configs[i].label.empty() ? "dense" : configs[i].label.c_str(),
+                ri.kv_bytes_per_token);
+    if (o.params.n_gen)
+      std::printf(
+          ", after decode the layers hold %.1f%% of the cached positions (%.0f bytes each), decode reads "
+          "%.1f "
+          "MB/token -> %.1f GB/s = %.0f%% of the measured %.1f GB/s",
+          100.0 * ri.kv_held_fraction, ri.kv_held_bytes_per_token, ri.decode_bytes_per_token / 1e6,
+          ji["decode_bandwidth_gbs"].get<double>(), 100.0 * ji["decode_bandwidth_fraction"].get<double>(),
+          machine_gbs);
+    std::printf("; KV cache resident %.1f MiB\n", double(ri.kv_resident_bytes) / (1 << 20));
+  }
+  std::printf("peak RSS of the process (every configuration's cache together) %.1f MiB\n",
+              double(r.peak_rss_bytes) / (1 << 20));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // WikiText-2 and -f default to llamacpp with CTX 512; C4 to GPTQ's setup (stride, CTX 2048,
 // 256 windows).
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
@@ -22,6 +23,7 @@ struct PplOptions {
   std::string file, dataset, data_dir, protocol;  // protocol "" = the dataset's default
   size_t stride = 0;                              // 0 = CTX
   size_t chunks = 0;                              // 0 = all
+  std::string samples_path;                       // per-window records as JSON Lines; "" = none
   bool json = false;
 };
 
@@ -50,10 +52,29 @@ void ppl(const PplOptions& o) {
   EvalRuntime rt(o.model, *model, n_ctx);
   const size_t all_windows =
       protocol == "stride" ? strided_window_count(tokens.size(), n_ctx, stride) : tokens.size() / n_ctx;
+  std::ofstream samples;
+  if (!o.samples_path.empty()) {
+    samples.open(o.samples_path);
+    TS_CHECK(samples, o.samples_path, ": cannot create file");
+  }
   Progress progress("ppl", o.chunks ? std::min(o.chunks, all_windows) : all_windows);
-  const OnWindow on_window = [&](size_t done, const NllAccumulator& acc) {
+  const OnWindow on_window = [&](size_t done, const NllAccumulator& acc, std::span<const double> log_probs) {
     if (!o.json) std::printf("[%zu]%.4f,", done, acc.ppl());
     std::fflush(stdout);
+    if (samples.is_open()) {  // one line per window: what `tokensieve compare` pairs and resamples
+      nlohmann::json nll = nlohmann::json::array();
+      double sum = 0.0;
+      for (const double lp : log_probs) {
+        nll.push_back(-lp);
+        sum -= lp;
+      }
+      samples << nlohmann::json{{"window", done - 1},
+                                {"tokens", log_probs.size()},
+                                {"nll_sum", sum},
+                                {"nll", nll}}
+                     .dump()
+              << '\n';
+    }
     progress.update(done, cat("PPL ", acc.ppl()));
   };
   const PerplexityResult r =
@@ -61,6 +82,7 @@ void ppl(const PplOptions& o) {
                            : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks,
                                                 tok.add_bos_default() ? tok.bos() : -1, on_window);
   progress.finish();
+  TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
   if (o.json) {
     nlohmann::json j = {{"ppl", r.acc.ppl()},
                         {"ppl_stderr", r.acc.ppl_stderr()},
@@ -101,6 +123,8 @@ void register_ppl(CLI::App& app) {
   cmd->add_option("--stride", opts->stride, "stride protocol: tokens between window starts (default: CTX)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chunks,--limit", opts->chunks, "score at most N windows (default: all)");
+  cmd->add_option("--samples", opts->samples_path,
+                  "write each window's scored tokens' NLL as JSON Lines to FILE (for `tokensieve compare`)");
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { ppl(*opts); });
 }

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   ts::cli::register_tokenize(app);
   ts::cli::register_bench(app);
   ts::cli::register_eval(app);
+  ts::cli::register_compare(app);
   ts::cli::register_serve(app);
   ts::cli::register_sweep(app);
   ts::cli::register_train_butler(app);

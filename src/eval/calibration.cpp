@@ -35,7 +35,8 @@ double calibration_loss(Transformer& tf, const CalibrationSlice& slice,
   tf.truncate(0);
   tf.set_policies(make_policy_stack(policy_specs, tf.model()));
   const PerplexityResult r =
-      perplexity_strided(tf, slice.tokens, slice.ctx, slice.ctx, 0, [](size_t, const NllAccumulator&) {});
+      perplexity_strided(tf, slice.tokens, slice.ctx, slice.ctx, 0,
+                         [](size_t, const NllAccumulator&, std::span<const double>) {});
   tf.truncate(0);
   tf.set_policies(nullptr);
   return r.acc.nll / double(r.acc.count);

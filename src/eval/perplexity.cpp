@@ -30,11 +30,16 @@ PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>&
   TS_CHECK(r.chunks > 0, tokens.size(), " tokens is fewer than one window of ", n_ctx, " (lower -c)");
   if (max_chunks) r.chunks = std::min(r.chunks, max_chunks);
   std::vector<int32_t> window(n_ctx);
+  std::vector<double> log_probs;
   for (size_t c = 0; c < r.chunks; ++c) {
     std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(c * n_ctx), n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
-    score_tokens(tf, window, 0, n_ctx / 2 + 1, [&](double lp) { r.acc.add(lp); });
-    on_chunk(c + 1, r.acc);
+    log_probs.clear();
+    score_tokens(tf, window, 0, n_ctx / 2 + 1, [&](double lp) {
+      r.acc.add(lp);
+      log_probs.push_back(lp);
+    });
+    on_chunk(c + 1, r.acc, log_probs);
   }
   return r;
 }
@@ -54,12 +59,17 @@ PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>&
   r.chunks = strided_window_count(tokens.size(), n_ctx, stride);
   if (max_windows) r.chunks = std::min(r.chunks, max_windows);
   size_t scored_end = 0;  // tokens before this were scored by an earlier window
+  std::vector<double> log_probs;
   for (size_t w = 0; w < r.chunks; ++w) {
     const size_t begin = w * stride, end = std::min(begin + n_ctx, tokens.size());
     const std::span<const int32_t> window(tokens.data() + begin, end - begin);
-    score_tokens(tf, window, 0, std::max(scored_end, begin + 1) - begin, [&](double lp) { r.acc.add(lp); });
+    log_probs.clear();
+    score_tokens(tf, window, 0, std::max(scored_end, begin + 1) - begin, [&](double lp) {
+      r.acc.add(lp);
+      log_probs.push_back(lp);
+    });
     scored_end = end;
-    on_window(w + 1, r.acc);
+    on_window(w + 1, r.acc, log_probs);
   }
   return r;
 }

@@ -2,6 +2,7 @@
 // Perplexity protocols over a token stream.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "eval/token_scoring.h"
@@ -23,8 +24,9 @@ struct PerplexityResult {
   size_t chunks = 0;
 };
 
-// Called after each window with the number of windows done and the running sums.
-using OnWindow = std::function<void(size_t, const NllAccumulator&)>;
+// Called after each window with the number of windows done, the running sums and the window's
+// scored tokens' log-probabilities.
+using OnWindow = std::function<void(size_t, const NllAccumulator&, std::span<const double>)>;
 
 // llama.cpp's llama-perplexity: non-overlapping windows of n_ctx tokens (the first replaced by
 // `bos` when bos >= 0), each scored on its second half. max_chunks = 0 scores every window.

@@ -148,12 +148,19 @@ TEST_F(EvalScoring, StridedPerplexityScoresEachTokenOnceWithItsWindow) {
   const size_t n_ctx = 32, stride = 12;
   ThreadPool pool(2);
   Transformer tf(*model_, pool, n_ctx);
-  size_t calls = 0;
-  const PerplexityResult r = perplexity_strided(tf, tokens, n_ctx, stride, 0,
-                                                [&](size_t done, const NllAccumulator&) { calls = done; });
+  size_t calls = 0, window_tokens = 0;
+  double window_nll = 0.0;  // from the per-window log-probabilities (ppl --samples)
+  const PerplexityResult r = perplexity_strided(
+      tf, tokens, n_ctx, stride, 0, [&](size_t done, const NllAccumulator&, std::span<const double> lps) {
+        calls = done;
+        window_tokens += lps.size();
+        for (const double lp : lps) window_nll -= lp;
+      });
   EXPECT_EQ(r.chunks, strided_window_count(tokens.size(), n_ctx, stride));
   EXPECT_EQ(calls, r.chunks);
   EXPECT_EQ(r.acc.count, tokens.size() - 1);
+  EXPECT_EQ(window_tokens, r.acc.count);
+  EXPECT_NEAR(window_nll, r.acc.nll, 1e-9 * r.acc.nll);
   // HF's loop by hand: window [begin, end) scores [max(prev_end, begin + 1), end).
   double nll = 0.0;
   size_t prev_end = 0;
@@ -173,7 +180,8 @@ TEST_F(EvalScoring, DisjointStrideIsGptqAndMaxWindowsCaps) {
   const auto tokens = random_tokens(100, 7);  // 3 full windows of 32 and a 4-token tail
   ThreadPool pool(1);
   Transformer tf(*model_, pool, 32);
-  const PerplexityResult r = perplexity_strided(tf, tokens, 32, 32, 3, [](size_t, const NllAccumulator&) {});
+  const PerplexityResult r = perplexity_strided(
+      tf, tokens, 32, 32, 3, [](size_t, const NllAccumulator&, std::span<const double>) {});
   EXPECT_EQ(r.chunks, 3u);
   EXPECT_EQ(r.acc.count, 3u * 31);
   double nll = 0.0;
@@ -189,8 +197,8 @@ TEST_F(EvalScoring, LlamaCppWindowsScoreTheSecondHalf) {
   const auto tokens = random_tokens(64, 8);
   ThreadPool pool(1);
   Transformer tf(*model_, pool, 32);
-  const PerplexityResult r =
-      perplexity_windows(tf, tokens, 32, 0, tok().bos(), [](size_t, const NllAccumulator&) {});
+  const PerplexityResult r = perplexity_windows(
+      tf, tokens, 32, 0, tok().bos(), [](size_t, const NllAccumulator&, std::span<const double>) {});
   EXPECT_EQ(r.chunks, 2u);
   EXPECT_EQ(r.acc.count, 2u * 15);
   double nll = 0.0;

@@ -119,8 +119,8 @@ TEST(Calibration, LossIsTheWindowsMeanNllAndLeavesTheTransformerDense) {
   Transformer tf(stories(), pool, 12);
   const double dense = calibration_loss(tf, s, {});
   EXPECT_EQ(tf.n_past(), 0u);
-  const PerplexityResult direct =
-      perplexity_strided(tf, s.tokens, 12, 12, 0, [](size_t, const NllAccumulator&) {});
+  const PerplexityResult direct = perplexity_strided(
+      tf, s.tokens, 12, 12, 0, [](size_t, const NllAccumulator&, std::span<const double>) {});
   EXPECT_EQ(direct.acc.count, 22u);  // 2 windows x 11 scored tokens
   EXPECT_NEAR(dense, std::log(direct.acc.ppl()), 1e-9);
   tf.truncate(0);
