@@ -110,6 +110,14 @@ def plan(a):
                                        "machine": a.machine, "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
 
 
+def batched(cells, together):
+    """Cells that differ only in family, at most `together` per batch: one process, one dense."""
+    groups = collections.defaultdict(list)
+    for c in cells:
+        groups[tuple(c[k] for k in KEY_FIELDS if k != "family") + (c["model"],)].append(c)
+    return [g[i:i + together] for g in groups.values() for i in range(0, len(g), together)]
+
+
 def bench_cmd(binary, cell, configs, reps, n_gen, vs_dense):
     """`tokensieve bench` of one or more configurations (each a list of policy specs; [] = dense alone)."""
     p, n, d = (cell["length"], 0, 0) if cell["mode"] == "prefill" else (0, n_gen, cell["length"])
@@ -165,7 +173,7 @@ def measure(cells, a, commit, dense_rss):
             continue
         ji = j["configs"][i]
         record |= {"ok": True, "simd_used": j["simd"], "machine_bandwidth_gbs": j["machine_bandwidth_gbs"],
-                   "peak_rss_both_bytes": j["peak_rss_bytes"], "speedup_vs_dense": ji["speedup_vs_dense"],
+                   "peak_rss_run_bytes": j["peak_rss_bytes"], "speedup_vs_dense": ji["speedup_vs_dense"],
                    "policy": {k: ji[k] for k in FIGURES}, "dense": {k: j["dense"][k] for k in FIGURES}}
         if a.rss:
             rss_key = (cell["model_file"], cell["mode"], cell["length"], cell["threads"], cell["machine"],
@@ -273,6 +281,8 @@ def main():
     a.modes = csv(a.modes, allowed=MODES)
     a.simd = csv(a.simd, allowed=SIMD_LEVELS)
     a.machine = machine_simd()
+    if a.together < 1:
+        sys.exit("error: --together takes a positive number of families")
     try:
         a.lengths, a.threads = csv(a.lengths, int), csv(a.threads, int)
     except ValueError:
@@ -282,9 +292,14 @@ def main():
     if not a.report_only:
         done = set() if a.redo else {tuple(r[k] for k in KEY_FIELDS) for r in records if r["ok"]}
         cells = [c for c in plan(a) if tuple(c[k] for k in KEY_FIELDS) not in done]
+        batches = batched(cells, a.together)
         if a.dry_run:
-            for c in cells:  # one command per cell here; a real run measures up to --together at once
-                print(shown(bench_cmd(a.bin, c, [c["specs"]], a.reps, a.n_gen, True), c["simd"]))
+            for batch in batches:
+                c = batch[0]
+                print(shown(bench_cmd(a.bin, c, [x["specs"] for x in batch], a.reps, a.n_gen, True), c["simd"]))
+                if a.rss:  # each family's and dense's peak RSS in processes of their own
+                    for x in batch + [c | {"specs": []}]:
+                        print(shown(bench_cmd(a.bin, x, [x["specs"]] if x["specs"] else [], 1, 4, False), c["simd"]))
             return
         for path in {c["model"] for c in cells} | ({a.bin} if cells else set()):
             if not os.path.isfile(path):
@@ -294,12 +309,10 @@ def main():
         dense_rss = {(r["model_file"], r["mode"], r["length"], r["threads"], r["machine"], r["simd"]):
                      r["rss_dense_bytes"]
                      for r in records if r["ok"] and "rss_dense_bytes" in r}
-        groups = collections.defaultdict(list)  # cells measured together: one dense, one process
-        for c in cells:
-            groups[tuple(c[k] for k in KEY_FIELDS if k != "family") + (c["model"],)].append(c)
-        batches = [g[i:i + a.together] for g in groups.values() for i in range(0, len(g), a.together)]
         for i, batch in enumerate(batches, 1):
             rs = measure(batch, a, commit, dense_rss)
+            if len(batch) > 1 and not any(r["ok"] for r in rs):  # one family's failure sinks its batch
+                rs = [r for c in batch for r in measure([c], a, commit, dense_rss)]
             with open(a.cache, "a") as f:  # failed cells too: the record says ok=false, a rerun retries them
                 f.writelines(json.dumps(r) + "\n" for r in rs)
             records += rs
