@@ -210,8 +210,37 @@ def row(r):
             f"{resident} | {rss} | {r['load_before']:.2f}–{r['load_after']:.2f} | {r['commit']} |")
 
 
+def overview(latest):
+    """Per machine kind, the wall-time speed-ups at a glance: a row per family, a column per (model,
+    test, threads, SIMD level) measured on that kind of machine."""
+    out = []
+    order = {f.key: i for i, f in enumerate(FAMILIES)}
+    by_machine = collections.defaultdict(list)
+    for r in latest.values():
+        if r["ok"]:
+            by_machine[r["machine"]].append(r)
+    for machine, rows in sorted(by_machine.items()):
+        def column(r):
+            model = "SmolLM2" if r["model_file"].startswith("SmolLM2") else "Qwen 0.5B" if r["model_file"].startswith(
+                "Qwen") else r["model_file"]
+            test = f"pp{r['length'] // 1024}K" if r["mode"] == "prefill" else f"d{r['length'] // 1024}K"
+            simd = "" if r["simd"] == "native" else f" {r['simd']}"
+            return (r["model_file"], MODES.index(r["mode"]), r["length"], -r["threads"], r["simd"]), \
+                f"{model} {test} {r['threads']}t{simd}"
+        columns = sorted({column(r) for r in rows})
+        cells = {(r["family"], column(r)): f"{r['speedup_vs_dense'][r['mode']]:.2f}" for r in rows}
+        families = sorted({r["family"] for r in rows}, key=lambda f: order.get(f, 99))
+        kind = {"avx512": "AVX-512 machine", "avx2": "AVX2-only machine"}.get(machine, f"{machine} machine")
+        out += ["", f"#### {kind}: speed-up over dense (wall time; d = decode at that depth, pp = prefill)", "",
+                "| family | " + " | ".join(name for _, name in columns) + " |",
+                "|---|" + "---|" * len(columns),
+                *[f"| {f} | " + " | ".join(cells.get((f, c), "") for c in columns) + " |" for f in families]]
+    return out
+
+
 def report(records):
-    """The markdown: one table per (model, machine kind, SIMD level), from the cache's records."""
+    """The markdown: the overview per machine kind, then one table per (model, machine kind, SIMD
+    level), from the cache's records."""
     latest = {}
     for r in records:  # a successful record beats a failed one; a later one an earlier one
         key = tuple(r[k] for k in KEY_FIELDS)
@@ -219,7 +248,7 @@ def report(records):
             latest[key] = r
     if not latest:
         return "No measurements yet."
-    out = [*[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
+    out = [*overview(latest), "", *[f"`{c}`" for c in sorted({r["command"] for r in latest.values()})], "",
            "t/s: medians over the repetitions, policies and dense interleaved in one process (up to "
            "--together families beside one dense); speed-up (CPU time) counts the process's CPU time, not "
            "its waits for a core. KV cache resident: the cache's pages in memory after the run (mincore), "
