@@ -50,11 +50,14 @@ PolicyRegistry build_registry() {
          "keep=F" + common + ": each query head attends to its keep fraction of keys with the largest q.k",
          make<OracleKeys>});
   r.add({"h2o",
-         "keep=F" + common + ": H2O, evicting per head by accumulated attention, half the budget recent",
+         "keep=F[,shared=0|1]" + common +
+             ": H2O, evicting per head (shared=1: per KV head's group) by accumulated attention, half the "
+             "budget recent",
          make<H2OKeys>});
   r.add({"snapkv",
-         "keep=F[,window=32][,pool=7]" + common +
-             ": SnapKV, evicting per head by the observation window's pooled attention",
+         "keep=F[,window=32][,pool=7][,shared=0|1]" + common +
+             ": SnapKV, evicting per head (shared=1: per KV head's group) by the observation window's pooled "
+             "attention",
          make<SnapKVKeys>});
   r.add({"quest",
          "keep=F[,page=16][,shared=0|1]" + common +

@@ -4,18 +4,23 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
 namespace ts {
 
-EvictingKeys::EvictingKeys(PolicyOptions& options) : Policy(options.spec()), budget_(options, -1) {}
+EvictingKeys::EvictingKeys(PolicyOptions& options)
+    : Policy(options.spec()),
+      budget_(options, -1),
+      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {}
 
 void EvictingKeys::bind(const Model& model) {
   budget_.bind(model, name());
-  n_heads_ = model.config().n_heads;
   group_ = model.config().n_heads / model.config().n_kv_heads;
-  heads_.assign(size_t{model.config().n_layers} * n_heads_, {});
+  heads_per_state_ = shared_ ? group_ : 1;
+  n_states_ = model.config().n_heads / heads_per_state_;
+  heads_.assign(size_t{model.config().n_layers} * n_states_, {});
   n_seen_ = 0;
 }
 
@@ -32,17 +37,25 @@ void EvictingKeys::prepare_keys(const QueryRows& q) {
   const size_t n_rows = q.rows->size();
   lists_pos0_ = q.pos0;
   const size_t span = n_rows ? (*q.rows)[n_rows - 1] + 1 : 0;
-  row_lists_.resize(std::max(row_lists_.size(), span * n_heads_));
+  row_lists_.resize(std::max(row_lists_.size(), span * n_states_));
   collect_observed_ = n_rows == 1 && collects_observed_attention();
-  for (size_t h = 0; h < n_heads_; ++h) {
-    HeadState& s = heads_[q.layer * n_heads_ + h];
-    for (size_t i = 0; i < n_rows; ++i)
-      step(s, q, i, h, row_lists_[(*q.rows)[i] * n_heads_ + h], !collect_observed_);
+  // The states are independent: each thread steps its own through the batch's rows in order.
+  const auto step_states = [&](size_t b, size_t e, int) {
+    for (size_t st = b; st < e; ++st) {
+      HeadState& s = heads_[q.layer * n_states_ + st];
+      for (size_t i = 0; i < n_rows; ++i)
+        step(s, q, i, st, row_lists_[(*q.rows)[i] * n_states_ + st], !collect_observed_);
+    }
+  };
+  if (q.pool) {
+    q.pool->parallel_for(n_states_, step_states);
+  } else {
+    step_states(0, n_states_, 0);
   }
   if (n_rows) n_seen_ = std::max(n_seen_, q.pos0 + (*q.rows)[n_rows - 1] + 1);
 }
 
-void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t head,
+void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t state,
                         std::vector<uint32_t>& keys, bool collect_now) {
   const size_t pos = q.pos0 + (*q.rows)[row], sinks = budget_.sinks();
   if (s.attention.size() <= pos) s.attention.resize(std::max<size_t>(pos + 1, 2 * s.attention.size()), 0.0f);
@@ -64,31 +77,53 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t hea
   }
   keys = s.active;
   if (!collect_now) return;
-  // This step's attention over the active set, as the attention will compute it.
-  const size_t hd = q.head_dim, kvh = head / group_;
-  const std::span<const float> qv = q.query(row, head);
-  logits_.resize(keys.size());
-  float mx = -INFINITY;
-  for (size_t j = 0; j < keys.size(); ++j) {
-    logits_[j] = q.cache->key_dot(q.layer, keys[j], kvh, qv.data());
-    mx = std::max(mx, logits_[j]);
-  }
+  // This step's attention over the active set, as the attention will compute it, per query head;
+  // a group's probabilities summed head by head in order, as state_probs sums the attention's.
+  const size_t hd = q.head_dim, h0 = state * heads_per_state_, kvh = h0 / group_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float sum = 0.0f;
-  for (float& x : logits_) sum += (x = std::exp((x - mx) * scale));
-  for (float& x : logits_) x /= sum;
-  collect(s, keys, logits_);
+  thread_local std::vector<float> logits, probs;  // steps of other states run on other threads
+  logits.resize(keys.size());
+  probs.assign(keys.size(), 0.0f);
+  for (size_t h = h0; h < h0 + heads_per_state_; ++h) {
+    const std::span<const float> qv = q.query(row, h);
+    float mx = -INFINITY;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      logits[j] = q.cache->key_dot(q.layer, keys[j], kvh, qv.data());
+      mx = std::max(mx, logits[j]);
+    }
+    float sum = 0.0f;
+    for (float& x : logits) sum += (x = std::exp((x - mx) * scale));
+    for (size_t j = 0; j < keys.size(); ++j) probs[j] += logits[j] / sum;
+  }
+  collect(s, keys, probs);
+}
+
+std::span<const float> EvictingKeys::state_probs(const AttentionRows& a, size_t state) {
+  const size_t h0 = state * heads_per_state_;
+  if (heads_per_state_ == 1) return a.probs_of(0, h0);
+  probs_.assign(a.probs_of(0, h0).size(), 0.0f);
+  for (size_t h = h0; h < h0 + heads_per_state_; ++h) {
+    const std::span<const float> p = a.probs_of(0, h);
+    for (size_t j = 0; j < p.size(); ++j) probs_[j] += p[j];
+  }
+  return probs_;
 }
 
 void EvictingKeys::observe_attention(const AttentionRows& a) {
   if (!collect_observed_) return;
   collect_observed_ = false;
-  for (size_t h = 0; h < n_heads_; ++h) collect(heads_[a.layer * n_heads_ + h], a.keys_of(0, h), a.probs_of(0, h));
+  for (size_t st = 0; st < n_states_; ++st)
+    collect(heads_[a.layer * n_states_ + st], a.keys_of(0, st * heads_per_state_), state_probs(a, st));
 }
 
 void EvictingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                                std::vector<uint32_t>& keys) const {
-  const std::vector<uint32_t>& chosen = row_lists_[(q.pos - lists_pos0_) * n_heads_ + q.head];
+  const size_t state = shared_ ? q.kv_head : q.head;
+  const std::vector<uint32_t>& chosen = row_lists_[(q.pos - lists_pos0_) * n_states_ + state];
+  if (candidates.size() == q.pos + 1) {  // the layer holds every position up to the query's
+    keys.assign(chosen.begin(), chosen.end());
+    return;
+  }
   keys.clear();
   std::ranges::set_intersection(chosen, candidates, std::back_inserter(keys));
 }

@@ -13,6 +13,12 @@
 // (observe_attention), which computes them anyway, split across the threads. The state cannot be
 // rewound: calls are never split or shared (see ranks_whole_calls), and truncate only restarts a
 // sequence.
+//
+// shared=1 keeps one active set per KV head instead of per query head: the importance of a
+// position is the sum over the group's query heads of what each collected (as kvpress scores a
+// KV head by its queries' attention), and the group attends the set together, so decode reads
+// each kept key once for the whole group, as dense GQA attention does. The papers evict per
+// query head (shared=0, the default).
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +32,7 @@ class EvictingKeys : public Policy {
   EvictingKeys(PolicyOptions& options);
 
   void bind(const Model& model) override;
+  bool selects_per_group() const override { return shared_; }
   std::vector<HookClaim> claims() const override {
     if (!collects_observed_attention()) return {{Hook::SelectKeys, budget_.layers()}};
     return {{Hook::SelectKeys, budget_.layers()}, {Hook::ObserveAttention, budget_.layers()}};
@@ -60,18 +67,23 @@ class EvictingKeys : public Policy {
   const KeyBudget& budget() const { return budget_; }
 
  private:
-  // One row's eviction and key list; with `collect_now`, also its attention over the list.
-  void step(HeadState& s, const QueryRows& q, size_t row, size_t head, std::vector<uint32_t>& keys,
+  // One row's eviction and key list for eviction state `state` (a query head, or a KV head when
+  // shared); with `collect_now`, also its query heads' attention over the list.
+  void step(HeadState& s, const QueryRows& q, size_t row, size_t state, std::vector<uint32_t>& keys,
             bool collect_now);
+  // The probabilities of the heads a state collects: one head's as they are, a group's summed.
+  std::span<const float> state_probs(const AttentionRows& a, size_t state);
 
   KeyBudget budget_;
-  size_t n_heads_ = 0, group_ = 1;
+  bool shared_ = false;
+  size_t group_ = 1;
+  size_t n_states_ = 0, heads_per_state_ = 1;     // eviction states per layer, query heads of each
   size_t n_seen_ = 0;                             // positions simulated so far
-  std::vector<HeadState> heads_;                  // [layer][head]
-  std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][head]
+  std::vector<HeadState> heads_;                  // [layer][state]
+  std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][state]
   size_t lists_pos0_ = 0;
   bool collect_observed_ = false;  // this layer's one-row call collects in observe_attention
-  std::vector<float> logits_;
+  std::vector<float> probs_;       // state_probs' sums
 };
 
 }  // namespace ts

@@ -33,6 +33,7 @@
 namespace ts {
 
 class Model;
+class ThreadPool;
 
 enum class Hook : uint8_t {
   // decisions: one owner per layer
@@ -105,6 +106,7 @@ struct QueryRows {
   size_t n_heads = 0, head_dim = 0;
   const float* queries = nullptr;  // [rows.size()][n_heads * head_dim]
   const KvCache* cache = nullptr;
+  ThreadPool* pool = nullptr;  // the forward pass's threads, for work that splits by head
 
   std::span<const float> query(size_t i, size_t h) const {
     return {queries + (i * n_heads + h) * head_dim, head_dim};

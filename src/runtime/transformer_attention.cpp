@@ -210,7 +210,7 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
   const RowSet& rows = rows_.attn;
   const Policy* selector = policies_ ? policies_->key_selector(layer) : nullptr;
   const bool watched = policies_ && policies_->observes_attention(layer);
-  if (selector) policies_->prepare_keys({layer, pos0, &rows, n_heads, hd, q_.data(), &cache_});
+  if (selector) policies_->prepare_keys({layer, pos0, &rows, n_heads, hd, q_.data(), &cache_, &pool_});
   const size_t tasks = rows.size() * n_heads;
   key_spans_.resize(tasks);
   if (selector) {

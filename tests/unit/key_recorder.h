@@ -1,6 +1,6 @@
 #pragma once
-// A test policy that records the keys every (layer, position, query head) attended, from the
-// attention observer hook.
+// A test policy that records the keys every (layer, position, query head) attended and their
+// attention probabilities, from the attention observer hook.
 #include <cstdint>
 #include <map>
 #include <tuple>
@@ -18,10 +18,13 @@ class KeyRecorder final : public Policy {
     for (size_t i = 0; i < a.rows->size(); ++i)
       for (size_t h = 0; h < a.n_heads; ++h) {
         const auto k = a.keys_of(i, h);
+        const auto p = a.probs_of(i, h);
         keys[{a.layer, a.pos0 + (*a.rows)[i], h}] = std::vector<uint32_t>(k.begin(), k.end());
+        probs[{a.layer, a.pos0 + (*a.rows)[i], h}] = std::vector<float>(p.begin(), p.end());
       }
   }
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
+  std::map<std::tuple<size_t, size_t, size_t>, std::vector<float>> probs;
 };
 
 }  // namespace ts

@@ -26,6 +26,7 @@ namespace {
 struct Outcome {
   std::vector<float> logits;
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<uint32_t>> keys;
+  std::map<std::tuple<size_t, size_t, size_t>, std::vector<float>> probs;
 };
 
 // Feeds tokens in calls of `step` tokens under `spec` (empty: dense), all logits; `kv` (a kvquant
@@ -51,13 +52,14 @@ Outcome run(const std::string& spec, std::span<const int32_t> tokens, size_t ste
     const auto l = tf.forward(tokens.subspan(i, std::min(step, tokens.size() - i)), true);
     out.logits.insert(out.logits.end(), l.begin(), l.end());
   }
-  if (rec) out.keys = rec->keys;
+  if (rec) out.keys = rec->keys, out.probs = rec->probs;
   return out;
 }
 
 const char* const kSpecs[] = {"oracle:keep=0.5",       "streaming:keep=0.5",
                               "quest:keep=0.5,page=4", "quest:keep=0.5,page=4,shared=1",
-                              "h2o:keep=0.5",          "snapkv:keep=0.5,window=8,pool=3"};
+                              "h2o:keep=0.5",          "snapkv:keep=0.5,window=8,pool=3",
+                              "h2o:keep=0.5,shared=1", "snapkv:keep=0.5,window=8,pool=3,shared=1"};
 
 TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
   const std::vector<uint32_t> cand = {0, 1, 2, 5, 7, 9, 11};
@@ -197,7 +199,8 @@ TEST(KeyPolicies, ComposeWithQuantizedCache) {
 
 TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
   const auto tokens = random_tokens(80, 6);
-  for (const char* spec : {"h2o:keep=0.3", "snapkv:keep=0.3"}) {
+  for (const char* spec :
+       {"h2o:keep=0.3", "snapkv:keep=0.3", "h2o:keep=0.3,shared=1", "snapkv:keep=0.3,shared=1"}) {
     const Outcome r = run(spec, tokens, 80);
     for (const auto& [at, keys] : r.keys) {
       const auto [layer, pos, head] = at;
@@ -248,6 +251,47 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
   EXPECT_EQ(s.keys.at({1, 40, 0}), (std::vector<uint32_t>{0, 1, 36, 37, 38, 39, 40}));
   EXPECT_NE(run("oracle:keep=0.25", tokens, 80).keys.at({2, 79, 3}),
             run("streaming:keep=0.25", tokens, 80).keys.at({2, 79, 3}));
+}
+
+// H2O decoded token by token against its rule replayed from the recorded attention: each state (a
+// query head; a KV head's group with shared=1) adds up the probabilities its heads gave each key
+// (a group's summed head by head); at each step the new position joins and, while more than
+// budget(pos) non-sink positions are active, the one with the least attention among those at least
+// budget/2 steps old leaves (the earliest on ties). With shared=1 the group attends one list.
+TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
+  const ModelConfig& c = stories().config();
+  const size_t group = c.n_heads / c.n_kv_heads, n = 60, sinks = 4;
+  ASSERT_GT(group, 1u);
+  const auto tokens = random_tokens(n, 9);
+  for (const bool shared : {false, true}) {
+    const std::string spec = std::string("h2o:keep=0.3,shared=") + (shared ? "1" : "0");
+    const Outcome r = run(spec, tokens, 1);
+    const size_t per_state = shared ? group : 1;
+    for (size_t layer = 1; layer < c.n_layers; ++layer)
+      for (size_t h0 = 0; h0 < c.n_heads; h0 += per_state) {
+        std::vector<float> attention(n, 0.0f);
+        std::vector<uint32_t> active;
+        for (size_t pos = 0; pos < n; ++pos) {
+          active.push_back(static_cast<uint32_t>(pos));
+          const size_t budget = static_cast<size_t>(std::ceil((pos + 1) * 0.3)), recent = budget / 2;
+          const size_t n_sinks = std::min(sinks, pos + 1);
+          while (active.size() - n_sinks > budget) {
+            size_t victim = active.size();
+            for (size_t a = n_sinks; a < active.size() && active[a] + recent <= pos; ++a)
+              if (victim == active.size() || attention[active[a]] < attention[active[victim]]) victim = a;
+            if (victim == active.size()) break;
+            active.erase(active.begin() + static_cast<std::ptrdiff_t>(victim));
+          }
+          std::vector<float> summed(active.size(), 0.0f);
+          for (size_t h = h0; h < h0 + per_state; ++h) {
+            ASSERT_EQ(r.keys.at({layer, pos, h}), active) << spec << " layer " << layer << " pos " << pos;
+            const std::vector<float>& p = r.probs.at({layer, pos, h});
+            for (size_t j = 0; j < p.size(); ++j) summed[j] += p[j];
+          }
+          for (size_t j = 0; j < active.size(); ++j) attention[active[j]] += summed[j];
+        }
+      }
+  }
 }
 
 // Quest on a hand-made cache against its rule read literally: a page's bound is

@@ -4,7 +4,7 @@
 // recent window H2O always keeps, the other half the heavy hitters. Paper 001's code ranked by
 // the current row's logit instead; this is the original accumulated score.
 //
-//   h2o:keep=F[,sinks=4][,first_layer=1]
+//   h2o:keep=F[,shared=0][,sinks=4][,first_layer=1]
 #include "policies/evicting_keys.h"
 
 namespace ts {

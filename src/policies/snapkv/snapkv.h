@@ -5,7 +5,7 @@
 // neighbours of a salient token survive with it. The observation window itself is kept (up to
 // half the budget), as SnapKV keeps it after prefill.
 //
-//   snapkv:keep=F[,window=32][,pool=7][,sinks=4][,first_layer=1]
+//   snapkv:keep=F[,window=32][,pool=7][,shared=0][,sinks=4][,first_layer=1]
 #include "policies/evicting_keys.h"
 
 namespace ts {
