@@ -1,6 +1,7 @@
 // tokensieve sweep: policies x settings x tasks, one `tokensieve eval` / `tokensieve ppl` process
 // per cell. Each finished cell is cached as OUT/cells/<key>.json (key: a hash of the cell's command
-// line), so rerunning an interrupted sweep skips what is done; OUT/sweep.csv is the table.
+// line), its samples as OUT/cells/<key>.samples.jsonl, so rerunning an interrupted sweep skips what
+// is done; OUT/sweep.csv is the table, each row paired with its baseline row's samples.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -142,14 +143,18 @@ void sweep(const SweepOptions& o) {
   fs::create_directories(cell_dir, ec);
   TS_CHECK(!ec, cell_dir.string(), ": cannot create directory (", ec.message(), ")");
   std::vector<SweepRow> rows;
+  std::vector<std::string> samples;  // per row: its samples file, "" when the cell has none
   size_t ran = 0;
   Progress progress("sweep", cells.size());
   for (const SweepCell& cell : cells) {
     const std::vector<std::string> command = cell_command(spec, cell);
     const std::string key = cell_key(command), path = (cell_dir / (key + ".json")).string();
+    const std::string samples_path = (cell_dir / (key + ".samples.jsonl")).string();
     std::optional<CellRun> result = cached(path, command);
     if (!result) {
-      result = run_self(command, (cell_dir / (key + ".log")).string());
+      std::vector<std::string> run = command;  // the key stays the command's: samples go beside it
+      run.insert(run.end(), {"--samples", samples_path});
+      result = run_self(run, (cell_dir / (key + ".log")).string());
       write_file(
           path,
           nlohmann::json{{"command", command}, {"output", result->output}, {"seconds", result->seconds}}.dump(
@@ -157,10 +162,26 @@ void sweep(const SweepOptions& o) {
       ++ran;
     }
     rows.push_back({&cell, cell_metric(cell.task, result->output), result->seconds,
-                    result->output.value("sparsity", nlohmann::json())});
+                    result->output.value("sparsity", nlohmann::json()), std::nullopt});
+    samples.push_back(fs::exists(samples_path) ? samples_path : "");  // none in cells cached before samples
     progress.update(rows.size(), cat(spec.policies[cell.policy].label, " / ", cell.task));
   }
   progress.finish();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::optional<size_t> base = baseline_row(spec, rows[i].cell->policy);
+    for (size_t j = 0; base && j < rows.size(); ++j) {
+      const SweepCell& c = *rows[j].cell;
+      if (c.policy != *base || c.setting != rows[i].cell->setting || c.task != rows[i].cell->task) continue;
+      if (samples[i].empty() || samples[j].empty()) continue;
+      try {  // a pair that does not match (other windows) leaves the row unpaired, the table written
+        rows[i].paired = compare_samples(samples[j], samples[i], {}).back();
+      } catch (const Error& e) {
+        std::fprintf(stderr, "warning: %s not paired with %s: %s\n",
+                     spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str(),
+                     e.what());
+      }
+    }
+  }
   const std::string csv = (fs::path(o.out_dir) / "sweep.csv").string();
   write_file(csv, sweep_csv(spec, rows));
   if (o.json) {

@@ -70,7 +70,8 @@ SweepSpec parse_sweep_spec(const nlohmann::json& j, const std::string& path) {
   }
   spec.tasks = string_list(j, "tasks", path);
   for (const nlohmann::json& p : object_list(j, "policies", path)) {
-    SweepPolicy row{optional_string(p, "label", path), string_list(p, "specs", path), std::nullopt};
+    SweepPolicy row{optional_string(p, "label", path), string_list(p, "specs", path), std::nullopt,
+                    optional_string(p, "baseline", path)};
     if (p.contains("sparsity")) {
       TS_CHECK(p["sparsity"].is_number(), path, ": 'sparsity' is not a number");
       row.sparsity = p["sparsity"].get<double>();
@@ -89,8 +90,25 @@ void complete_sweep_spec(SweepSpec& spec) {
     if (p.label.empty()) p.label = p.specs.empty() ? "dense" : join(p.specs, " + ");
   for (SweepSetting& s : spec.settings)
     if (s.label.empty()) s.label = s.args.empty() ? "default" : join(s.args, " ");
+  for (const SweepPolicy& p : spec.policies) {
+    if (p.baseline.empty()) continue;
+    const auto named =
+        std::ranges::count_if(spec.policies, [&](const SweepPolicy& q) { return q.label == p.baseline; });
+    TS_CHECK(named == 1 && p.baseline != p.label, "sweep: row '", p.label, "' has baseline '", p.baseline,
+             "', which is not ", named > 1 ? "one row's label" : "another row's label");
+  }
   TS_CHECK(!spec.model.empty(), "sweep: no model (-m or the spec's 'model')");
   TS_CHECK(!spec.tasks.empty(), "sweep: no tasks (--task or the spec's 'tasks')");
+}
+
+std::optional<size_t> baseline_row(const SweepSpec& spec, size_t policy) {
+  const SweepPolicy& p = spec.policies[policy];
+  for (size_t i = 0; i < spec.policies.size(); ++i) {
+    const SweepPolicy& q = spec.policies[i];
+    if (i != policy && (p.baseline.empty() ? q.specs.empty() && !p.specs.empty() : q.label == p.baseline))
+      return i;
+  }
+  return std::nullopt;
 }
 
 std::vector<SweepCell> sweep_cells(const SweepSpec& spec) {
@@ -153,7 +171,7 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<SweepRow>& rows) 
       dense_seconds[{r.cell->setting, r.cell->task}] = r.seconds;
   std::string out =
       "policy,sparsity,setting,task,metric,value,stderr,n,seconds,throughput,speedup,attention_fraction,"
-      "ffn_fraction,kv_fraction\n";
+      "ffn_fraction,kv_fraction,baseline,diff,diff_lo,diff_hi,mcnemar_p\n";
   for (const SweepRow& r : rows) {
     const SweepPolicy& p = spec.policies[r.cell->policy];
     const auto dense = dense_seconds.find({r.cell->setting, r.cell->task});
@@ -165,6 +183,8 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<SweepRow>& rows) 
     if (sparsity.empty() && r.measured.is_object())
       sparsity = number(
           1.0 - std::min(r.measured.value("attention_fraction", 1.0), r.measured.value("ffn_fraction", 1.0)));
+    const std::optional<size_t> base = baseline_row(spec, r.cell->policy);
+    const auto paired = [&](double v) { return r.paired ? number(v) : std::string(); };
     const std::vector<std::string> fields = {
         p.label,
         sparsity,
@@ -179,7 +199,12 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<SweepRow>& rows) 
         dense != dense_seconds.end() && r.seconds > 0 ? number(dense->second / r.seconds) : "",
         fraction("attention_fraction"),
         fraction("ffn_fraction"),
-        fraction("kv_fraction")};
+        fraction("kv_fraction"),
+        r.paired && base ? spec.policies[*base].label : "",
+        paired(r.paired ? r.paired->c.diff : 0),
+        paired(r.paired ? r.paired->c.diff_ci.lo : 0),
+        paired(r.paired ? r.paired->c.diff_ci.hi : 0),
+        r.paired && r.paired->binary ? number(r.paired->mcnemar.p) : ""};
     for (size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);
     out += '\n';
   }

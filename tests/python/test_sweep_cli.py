@@ -39,6 +39,26 @@ def test_sweep_runs_grid_caches_cells_and_resumes(ts_bin, stories, tmp_path):
     assert rows[0]["sparsity"] == "0" and rows[0]["speedup"] == "1"
     # OrthoRank on 2 of 5 layers with ratio 0.5: a fifth of the (token, layer) steps skipped, measured.
     assert 0.15 < float(rows[1]["sparsity"]) < 0.25 and float(rows[1]["ffn_fraction"]) < 1
+    # Each OrthoRank row is paired with the dense row of its task on the cells' samples: the perplexity
+    # difference is the difference of the two rows' perplexities, and compare gives the same interval.
+    samples = sorted(tmp_path.glob("cells/*.samples.jsonl"))
+    assert len(samples) == 4
+    assert [r["baseline"] for r in rows] == ["", "dense", "", "dense"]
+    assert float(rows[3]["diff"]) == pytest.approx(float(rows[3]["value"]) - float(rows[2]["value"]), rel=1e-4)
+    assert float(rows[3]["diff_lo"]) <= float(rows[3]["diff"]) <= float(rows[3]["diff_hi"])
+    by_ppl = {}
+    for path in samples:
+        first = json.loads(path.read_text().splitlines()[0])
+        if "nll_sum" in first:
+            ppl = subprocess.run([str(ts_bin), "compare", str(path), str(path), "--json"], capture_output=True,
+                                 text=True, check=True)
+            by_ppl[round(json.loads(ppl.stdout)["rows"][0]["a"], 3)] = path
+    dense_s, or_s = by_ppl[round(float(rows[2]["value"]), 3)], by_ppl[round(float(rows[3]["value"]), 3)]
+    res = subprocess.run([str(ts_bin), "compare", str(dense_s), str(or_s), "--json"], capture_output=True, text=True)
+    lo, hi = json.loads(res.stdout)["rows"][0]["diff_ci95"]
+    assert (float(rows[3]["diff_lo"]), float(rows[3]["diff_hi"])) == (pytest.approx(lo, rel=1e-4), pytest.approx(hi, rel=1e-4))
+    # Right/wrong outcomes: the accuracy difference and McNemar's p.
+    assert rows[1]["mcnemar_p"] != "" and -1 <= float(rows[1]["diff"]) <= 1
     cells = sorted(tmp_path.glob("cells/*.json"))
     assert len(cells) == 4
     # Resume: a missing cell and a cell file cut short by an interruption are run again, the rest is cached.

@@ -13,7 +13,7 @@ SweepSpec example_spec() {
   SweepSpec spec = parse_sweep_spec(nlohmann::json::parse(R"({
     "model": "m.gguf", "threads": 1, "tasks": ["piqa", "wikitext2"],
     "policies": [{"specs": []}, {"label": "or", "specs": ["orthorank:layers=1,ratio=0.5"], "sparsity": 0.25},
-                 {"specs": ["a:x=1", "b:y=2"]}],
+                 {"specs": ["a:x=1", "b:y=2"], "baseline": "or"}],
     "settings": [{"args": ["--limit", "10"]}]
   })"),
                                     "spec.json");
@@ -54,6 +54,23 @@ TEST(EvalSweep, SpecErrorsNameTheFile) {
   EXPECT_EQ(error_of(R"({"model": "m", "tasks": ["piqa"], "policies": [{"sparsity": "x"}]})"),
             "g.json: 'sparsity' is not a number");
   EXPECT_EQ(error_of(R"({"tasks": ["piqa"]})"), "sweep: no model (-m or the spec's 'model')");
+  EXPECT_EQ(error_of(R"({"model": "m", "tasks": ["piqa"], "policies": [{"label": "a", "baseline": "b"}]})"),
+            "sweep: row 'a' has baseline 'b', which is not another row's label");
+  EXPECT_EQ(error_of(R"({"model": "m", "tasks": ["piqa"], "policies": [{"label": "a", "baseline": "a"}]})"),
+            "sweep: row 'a' has baseline 'a', which is not another row's label");
+}
+
+// Each row is compared with its named baseline, else with the dense row; dense rows with none.
+TEST(EvalSweep, BaselineRows) {
+  const SweepSpec spec = example_spec();
+  EXPECT_EQ(baseline_row(spec, 0), std::nullopt);
+  EXPECT_EQ(baseline_row(spec, 1), 0u);
+  EXPECT_EQ(baseline_row(spec, 2), 1u);
+  SweepSpec no_dense = spec;
+  no_dense.policies.erase(no_dense.policies.begin());
+  no_dense.policies[1].baseline.clear();
+  EXPECT_EQ(baseline_row(no_dense, 0), std::nullopt);
+  EXPECT_EQ(baseline_row(no_dense, 1), std::nullopt);
 }
 
 TEST(EvalSweep, CommandsAndKeys) {
@@ -91,22 +108,24 @@ TEST(EvalSweep, HeadlineMetricOfEachKindOfTask) {
   EXPECT_THROW(cell_metric("piqa", nlohmann::json::parse(R"({"boolq": {}})")), Error);
 }
 
-TEST(EvalSweep, CsvSpeedupAgainstDenseAndSparsity) {
+TEST(EvalSweep, CsvSpeedupSparsityAndPairedComparison) {
   const SweepSpec spec = example_spec();
   const auto cells = sweep_cells(spec);
   const CellMetric m{"acc", 0.5, 0.1, 10};
   const auto measured = nlohmann::json::parse(R"({"attention_fraction": 0.9, "ffn_fraction": 0.7,
                                                   "kv_fraction": 1.0})");
-  const std::vector<SweepRow> rows = {
-      {&cells[0], m, 4.0, nullptr}, {&cells[1], m, 2.0, measured}, {&cells[2], m, 8.0, measured}};
+  SampleComparison paired{"piqa", "acc", {0.5, 0.6, 0.1, {0.02, 0.18}, 10}, true, {1, 2, 0.625}};
+  const std::vector<SweepRow> rows = {{&cells[0], m, 4.0, nullptr, std::nullopt},
+                                      {&cells[1], m, 2.0, measured, paired},
+                                      {&cells[2], m, 8.0, measured, std::nullopt}};
   const std::string csv = sweep_csv(spec, rows);
   EXPECT_EQ(
       csv,
       "policy,sparsity,setting,task,metric,value,stderr,n,seconds,throughput,speedup,attention_fraction,"
-      "ffn_fraction,kv_fraction\n"
-      "dense,0,--limit 10,piqa,acc,0.5,0.1,10,4,2.5,1,,,\n"
-      "or,0.25,--limit 10,piqa,acc,0.5,0.1,10,2,5,2,0.9,0.7,1\n"
-      "a:x=1 + b:y=2,0.3,--limit 10,piqa,acc,0.5,0.1,10,8,1.25,0.5,0.9,0.7,1\n");
+      "ffn_fraction,kv_fraction,baseline,diff,diff_lo,diff_hi,mcnemar_p\n"
+      "dense,0,--limit 10,piqa,acc,0.5,0.1,10,4,2.5,1,,,,,,,,\n"
+      "or,0.25,--limit 10,piqa,acc,0.5,0.1,10,2,5,2,0.9,0.7,1,dense,0.1,0.02,0.18,0.625\n"
+      "a:x=1 + b:y=2,0.3,--limit 10,piqa,acc,0.5,0.1,10,8,1.25,0.5,0.9,0.7,1,,,,,\n");
 }
 
 }  // namespace
