@@ -49,6 +49,8 @@ FAMILIES = [
     Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
     Family("h2o", ["h2o:keep=0.5"], ("decode",), None),
     Family("snapkv", ["snapkv:keep=0.5"], ("decode",), None),
+    Family("h2o-shared", ["h2o:keep=0.5,shared=1"], ("decode",), None),
+    Family("snapkv-shared", ["snapkv:keep=0.5,shared=1"], ("decode",), None),
     Family("streaming", ["streaming:keep=0.5"], ("decode",), None),
     *[Family(f"int{bits}-g{group}", [f"kvquant:bits={bits},group={group}"], ("decode",), None)
       for bits in (4, 2) for group in (32, 64, 128)],
