@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/simd_ops.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
 
@@ -77,25 +78,40 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t sta
   }
   keys = s.active;
   if (!collect_now) return;
-  // This step's attention over the active set, as the attention will compute it, per query head;
-  // a group's probabilities summed head by head in order, as state_probs sums the attention's.
-  const size_t hd = q.head_dim, h0 = state * heads_per_state_, kvh = h0 / group_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  thread_local std::vector<float> logits, probs;  // steps of other states run on other threads
-  logits.resize(keys.size());
-  probs.assign(keys.size(), 0.0f);
-  for (size_t h = h0; h < h0 + heads_per_state_; ++h) {
-    const std::span<const float> qv = q.query(row, h);
-    float mx = -INFINITY;
-    for (size_t j = 0; j < keys.size(); ++j) {
-      logits[j] = q.cache->key_dot(q.layer, keys[j], kvh, qv.data());
-      mx = std::max(mx, logits[j]);
-    }
-    float sum = 0.0f;
-    for (float& x : logits) sum += (x = std::exp((x - mx) * scale));
-    for (size_t j = 0; j < keys.size(); ++j) probs[j] += logits[j] / sum;
-  }
+  // This step's attention over the active set, its query heads' probabilities summed.
+  const size_t h0 = state * heads_per_state_;
+  thread_local std::vector<float> probs;  // steps of other states run on other threads
+  attention_probs(q, row, h0, heads_per_state_, h0 / group_, keys, probs);
   collect(s, keys, probs);
+}
+
+void EvictingKeys::attention_probs(const QueryRows& q, size_t row, size_t h0, size_t n_q, size_t kvh,
+                                   std::span<const uint32_t> keys, std::vector<float>& probs) {
+  const size_t hd = q.head_dim, n = keys.size();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  probs.assign(n, 0.0f);
+  thread_local std::vector<float> p, m, l, acc;
+  p.resize(n_q * n);
+  m.resize(n_q);
+  l.resize(n_q);
+  if (!q.cache->quantized()) {  // the attention's gather kernel, the group's queries in one pass
+    acc.resize(n_q * hd);
+    ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh),
+                      q.cache->value_head(q.layer, kvh), hd, keys.data(), n, hd, scale, m.data(), l.data(),
+                      acc.data(), p.data());
+  } else {  // each key as the coded cache decodes it
+    for (size_t g = 0; g < n_q; ++g) {
+      float* pg = &p[g * n];
+      m[g] = -INFINITY;
+      for (size_t j = 0; j < n; ++j)
+        m[g] = std::max(m[g],
+                        pg[j] = q.cache->key_dot(q.layer, keys[j], kvh, q.query(row, h0 + g).data()) * scale);
+      l[g] = 0.0f;
+      for (size_t j = 0; j < n; ++j) l[g] += (pg[j] = std::exp(pg[j] - m[g]));
+    }
+  }
+  for (size_t g = 0; g < n_q; ++g)  // head by head in order, as state_probs sums the attention's
+    for (size_t j = 0; j < n; ++j) probs[j] += p[g * n + j] / l[g];
 }
 
 std::span<const float> EvictingKeys::state_probs(const AttentionRows& a, size_t state) {

@@ -71,6 +71,10 @@ class EvictingKeys : public Policy {
   // shared); with `collect_now`, also its query heads' attention over the list.
   void step(HeadState& s, const QueryRows& q, size_t row, size_t state, std::vector<uint32_t>& keys,
             bool collect_now);
+  // The attention probabilities of query heads h0..h0+n_q (KV head kvh) of batch row `row` over
+  // `keys`, summed over the heads into probs.
+  static void attention_probs(const QueryRows& q, size_t row, size_t h0, size_t n_q, size_t kvh,
+                              std::span<const uint32_t> keys, std::vector<float>& probs);
   // The probabilities of the heads a state collects: one head's as they are, a group's summed.
   std::span<const float> state_probs(const AttentionRows& a, size_t state);
 
