@@ -34,9 +34,10 @@ def table(paths):
             if not r.get("diff"):
                 continue
             lo, hi, diff = float(r["diff_lo"]), float(r["diff_hi"]), float(r["diff"])
-            a = value.get((r["baseline"], r["setting"], r["task"]), "")
+            a = value.get((r["baseline"], r["setting"], r["task"]))
+            a = f"{float(a):.4g}" if a else "–"  # the baseline row left out of this CSV
             lines.append(f"| {r['policy']} | {r['baseline']} | {r['task']} ({r['setting']}) | {r['metric']} | "
-                         f"{float(a):.4g} | {float(r['value']):.4g} | {diff:+.3g} [{lo:+.3g}, {hi:+.3g}] | "
+                         f"{a} | {float(r['value']):.4g} | {diff:+.3g} [{lo:+.3g}, {hi:+.3g}] | "
                          f"{r['mcnemar_p'] or '–'} | {verdict(r['metric'], lo, hi)} |")
     return "\n".join(lines)
 

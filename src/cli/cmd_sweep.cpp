@@ -172,7 +172,13 @@ void sweep(const SweepOptions& o) {
     for (size_t j = 0; base && j < rows.size(); ++j) {
       const SweepCell& c = *rows[j].cell;
       if (c.policy != *base || c.setting != rows[i].cell->setting || c.task != rows[i].cell->task) continue;
-      if (samples[i].empty() || samples[j].empty()) continue;
+      if (samples[i].empty() || samples[j].empty()) {
+        std::fprintf(stderr,
+                     "warning: %s not paired with %s: a cell without samples (cached before cells kept them; "
+                     "delete its cells/*.json to run it again)\n",
+                     spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str());
+        continue;
+      }
       try {  // a pair that does not match (other windows) leaves the row unpaired, the table written
         rows[i].paired = compare_samples(samples[j], samples[i], {}).back();
       } catch (const Error& e) {

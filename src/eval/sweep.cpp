@@ -95,7 +95,7 @@ void complete_sweep_spec(SweepSpec& spec) {
     const auto named =
         std::ranges::count_if(spec.policies, [&](const SweepPolicy& q) { return q.label == p.baseline; });
     TS_CHECK(named == 1 && p.baseline != p.label, "sweep: row '", p.label, "' has baseline '", p.baseline,
-             "', which is not ", named > 1 ? "one row's label" : "another row's label");
+             named > 1 ? "', which names several rows" : "', which is not another row's label");
   }
   TS_CHECK(!spec.model.empty(), "sweep: no model (-m or the spec's 'model')");
   TS_CHECK(!spec.tasks.empty(), "sweep: no tasks (--task or the spec's 'tasks')");

@@ -1,11 +1,12 @@
 #pragma once
 // The eviction baselines of paper 001 (H2O, SnapKV) simulated step by step, as its protocol
-// requires: each (layer >= first_layer, query head) keeps an active set of positions; at every
+// requires: each (layer >= first_layer, query head; KV head with shared=1) keeps an active set of
+// positions; at every
 // step the new token joins, and while more than budget(pos) non-sink tokens are active the one
 // with the lowest importance is evicted for good, except the `recent` newest (protected because
 // they have had no chance to collect attention). The query then attends to the active set (sinks
 // included) and its attention probabilities update the importance. Evicted positions stay in the
-// KV cache (another head may still read them) but are never attended by this head again.
+// KV cache (another head may still read them) but are never attended by this state's heads again.
 //
 // A whole forward batch is simulated row by row in prepare_keys, so prefill and decode follow the
 // same per-step rule: within a batch each row's probabilities are computed there, before the next

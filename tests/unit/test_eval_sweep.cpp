@@ -58,6 +58,9 @@ TEST(EvalSweep, SpecErrorsNameTheFile) {
             "sweep: row 'a' has baseline 'b', which is not another row's label");
   EXPECT_EQ(error_of(R"({"model": "m", "tasks": ["piqa"], "policies": [{"label": "a", "baseline": "a"}]})"),
             "sweep: row 'a' has baseline 'a', which is not another row's label");
+  EXPECT_EQ(error_of(R"({"model": "m", "tasks": ["piqa"],
+                         "policies": [{"label": "a", "baseline": "b"}, {"label": "b"}, {"label": "b"}]})"),
+            "sweep: row 'a' has baseline 'b', which names several rows");
 }
 
 // Each row is compared with its named baseline, else with the dense row; dense rows with none.

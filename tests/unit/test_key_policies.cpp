@@ -253,19 +253,21 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
             run("streaming:keep=0.25", tokens, 80).keys.at({2, 79, 3}));
 }
 
-// H2O decoded token by token against its rule replayed from the recorded attention: each state (a
+// H2O against its rule replayed from the recorded attention: each state (a
 // query head; a KV head's group with shared=1) adds up the probabilities its heads gave each key
 // (a group's summed head by head); at each step the new position joins and, while more than
 // budget(pos) non-sink positions are active, the one with the least attention among those at least
-// budget/2 steps old leaves (the earliest on ties). With shared=1 the group attends one list.
+// budget/2 steps old leaves (the earliest on ties). With shared=1 the group attends one list. Token
+// by token, decode collects the attention's own probabilities; a whole prompt computes each row's
+// in the policy before the next row evicts, which must agree with the attention's.
 TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
   const ModelConfig& c = stories().config();
   const size_t group = c.n_heads / c.n_kv_heads, n = 60, sinks = 4;
   ASSERT_GT(group, 1u);
   const auto tokens = random_tokens(n, 9);
-  for (const bool shared : {false, true}) {
+  for (const auto& [shared, step] : {std::pair{false, 1}, {true, 1}, {false, 60}, {true, 60}}) {
     const std::string spec = std::string("h2o:keep=0.3,shared=") + (shared ? "1" : "0");
-    const Outcome r = run(spec, tokens, 1);
+    const Outcome r = run(spec, tokens, size_t(step));
     const size_t per_state = shared ? group : 1;
     for (size_t layer = 1; layer < c.n_layers; ++layer)
       for (size_t h0 = 0; h0 < c.n_heads; h0 += per_state) {
@@ -284,7 +286,8 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
           }
           std::vector<float> summed(active.size(), 0.0f);
           for (size_t h = h0; h < h0 + per_state; ++h) {
-            ASSERT_EQ(r.keys.at({layer, pos, h}), active) << spec << " layer " << layer << " pos " << pos;
+            ASSERT_EQ(r.keys.at({layer, pos, h}), active)
+                << spec << " step " << step << " layer " << layer << " pos " << pos;
             const std::vector<float>& p = r.probs.at({layer, pos, h});
             for (size_t j = 0; j < p.size(); ++j) summed[j] += p[j];
           }

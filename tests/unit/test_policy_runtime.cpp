@@ -89,9 +89,7 @@ class ProbabilityRecorder final : public Policy {
  public:
   ProbabilityRecorder() : Policy({"probabilities", {}}) {}
   std::vector<HookClaim> claims() const override { return {{Hook::ObserveAttention, {1}}}; }
-  void observe_attention(const AttentionRows& a) override {
-    probs.assign(a.probs.begin(), a.probs.end());
-  }
+  void observe_attention(const AttentionRows& a) override { probs.assign(a.probs.begin(), a.probs.end()); }
   std::vector<std::vector<float>> probs;
 };
 

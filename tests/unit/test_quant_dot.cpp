@@ -73,7 +73,8 @@ Q8Activations quantize(const SimdOps& k, const std::vector<float>& xf, size_t n_
   q.sums.resize(2 * n_tok * q.blocks_per_row());
   for (size_t t = 0; t < n_tok; ++t) {
     const size_t at = t * q.blocks_per_row();
-    k.quantize_q8(xf.data() + t * cols, cols, q.qs.data() + t * cols, q.d.data() + at, q.sums.data() + 2 * at);
+    k.quantize_q8(xf.data() + t * cols, cols, q.qs.data() + t * cols, q.d.data() + at,
+                  q.sums.data() + 2 * at);
   }
   return q;
 }
@@ -129,7 +130,8 @@ TEST(PackedForms, PackedCodesReadBackAsTheBlockCodes) {
         for (size_t k = 0; k < f.block_cols() / kPackCols; ++k) {
           unit_codes(f, block + f.header_bytes() + k * f.unit_bytes(), r % kPackRows, got.data());
           for (size_t e = 0; e < kPackCols; ++e)
-            ASSERT_EQ(got[e], want[k * kPackCols + e]) << t.name << " row " << r << " unit " << k << " element " << e;
+            ASSERT_EQ(got[e], want[k * kPackCols + e])
+                << t.name << " row " << r << " unit " << k << " element " << e;
         }
       }
   }
@@ -173,7 +175,8 @@ TEST(PackedGemm, ScalarEqualsDequantizedFloatProduct) {
               magnitude += std::fabs(double(wf[r * cols + i]) * x);
             }
             ASSERT_NEAR(got[t * ys + r], expect, 1e-5 * (1 + magnitude))
-                << quant_traits(f.type).name << " rows=" << rows << " blocks=" << w_blocks << " t=" << t << " r=" << r;
+                << quant_traits(f.type).name << " rows=" << rows << " blocks=" << w_blocks << " t=" << t
+                << " r=" << r;
           }
       }
 }
@@ -188,7 +191,8 @@ class QuantDotSimd : public ::testing::TestWithParam<SimdLevel> {
 TEST_P(QuantDotSimd, QuantizeMatchesScalarExactly) {
   for (size_t n : {32u, 64u, 96u, 576u}) {
     const std::vector<float> xf = random_activations(n, 5);
-    const Q8Activations ref = quantize(scalar_ops(), xf, 1, n), got = quantize(simd_ops(GetParam()), xf, 1, n);
+    const Q8Activations ref = quantize(scalar_ops(), xf, 1, n),
+                        got = quantize(simd_ops(GetParam()), xf, 1, n);
     EXPECT_EQ(got.qs, ref.qs);
     EXPECT_EQ(got.d, ref.d);
     EXPECT_EQ(got.sums, ref.sums);

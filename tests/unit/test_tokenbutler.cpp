@@ -13,7 +13,6 @@
 #include "core/thread_pool.h"
 #include "eval/ppl_datasets.h"
 #include "key_recorder.h"
-#include "stories_fixture.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/tokenbutler/butler_file.h"
@@ -21,6 +20,7 @@
 #include "policies/tokenbutler/butler_training.h"
 #include "runtime/policy_stack.h"
 #include "runtime/transformer.h"
+#include "stories_fixture.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -290,8 +290,8 @@ std::vector<float> run_policy(const std::vector<std::string>& specs, std::span<c
 TEST(TokenButler, PolicyIsDenseAtKeepOneAndDecodesAsItPrefills) {
   const std::string path = stories_predictor();
   const auto tokens = stories_chunks(1, 64)[0];
-  expect_same_attention(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64), run_policy({}, tokens, 64),
-                        "tokenbutler:keep=1");
+  expect_same_attention(run_policy({"tokenbutler:keep=1,predictor=" + path}, tokens, 64),
+                        run_policy({}, tokens, 64), "tokenbutler:keep=1");
   for (const std::string opts : {",keep=0.4", ",keep=0.3,recent=8", ",keep=0.4,shared=1", ",keep=0.4,keys=i8",
                                  ",keep=0.4,shared=1,keys=i8"}) {
     const std::string spec = "tokenbutler:predictor=" + path + opts;

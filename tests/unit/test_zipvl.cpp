@@ -277,8 +277,10 @@ TEST(KvCompactRows, AreTheHeldRowsInOrderAfterEveryChange) {
       const size_t hd = cache.head_dim();
       for (size_t j = 0; j < held.size(); ++j)
         for (size_t c = 0; c < kDim; ++c) {
-          const size_t h = c / hd, compact = h * rows.head_stride + j * hd + c % hd, cached = held[j] * hd + c % hd;
-          ASSERT_EQ(rows.keys[compact], cache.key_head(l, h)[cached]) << when << " layer " << l << " row " << j;
+          const size_t h = c / hd, compact = h * rows.head_stride + j * hd + c % hd,
+                       cached = held[j] * hd + c % hd;
+          ASSERT_EQ(rows.keys[compact], cache.key_head(l, h)[cached])
+              << when << " layer " << l << " row " << j;
           ASSERT_EQ(rows.values[compact], cache.value_head(l, h)[cached]) << when << " layer " << l;
         }
     }
