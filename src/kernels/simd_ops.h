@@ -68,6 +68,8 @@ struct SimdOps {
   // attn_chunk over the listed key/value rows rows[0..n_keys) instead of a contiguous chunk: the
   // sparse attention of key-selecting policies (TokenButler, Oracle, Quest, H2O), no key copies.
   // With p (n_q x n_keys), also each exp(score - m[g]): the probabilities observers (H2O) watch.
+  // v == nullptr: the scores only (p required; acc neither read nor written), for policies that
+  // need a step's probabilities before the attention runs (H2O's and SnapKV's simulated eviction).
   void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                       const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
                       float* acc, float* p);

@@ -90,15 +90,13 @@ void EvictingKeys::attention_probs(const QueryRows& q, size_t row, size_t h0, si
   const size_t hd = q.head_dim, n = keys.size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   probs.assign(n, 0.0f);
-  thread_local std::vector<float> p, m, l, acc;
+  thread_local std::vector<float> p, m, l;
   p.resize(n_q * n);
   m.resize(n_q);
   l.resize(n_q);
-  if (!q.cache->quantized()) {  // the attention's gather kernel, the group's queries in one pass
-    acc.resize(n_q * hd);
-    ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh),
-                      q.cache->value_head(q.layer, kvh), hd, keys.data(), n, hd, scale, m.data(), l.data(),
-                      acc.data(), p.data());
+  if (!q.cache->quantized()) {  // the attention's gather kernel, scores only, the group's queries in one pass
+    ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh), nullptr, hd, keys.data(),
+                      n, hd, scale, m.data(), l.data(), nullptr, p.data());
   } else {  // each key as the coded cache decodes it
     for (size_t g = 0; g < n_q; ++g) {
       float* pg = &p[g * n];

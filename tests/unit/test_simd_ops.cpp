@@ -252,6 +252,22 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
           }
           for (size_t i = 0; i < p1.size(); ++i)
             ASSERT_NEAR(p1[i], p2[i], 1e-5f * (1 + p2[i])) << hd << " " << i;
+          if (!numerators) continue;
+          // No values (v null): the same m, l and numerators, acc untouched (null).
+          std::vector<float> m3(n_q), l3(n_q), p3(p1.size());
+          for (const SimdOps* ops : {&simd(), &ref()}) {
+            ops->attn_gather(q.data(), n_q, k.data() + 8, nullptr, stride, rows.data(), n_rows, hd, 0.125f,
+                             m3.data(), l3.data(), nullptr, p3.data());
+            const std::vector<float>& p_full = ops == &ref() ? p2 : p1;
+            const std::vector<float>& m_full = ops == &ref() ? m2 : m1;
+            const std::vector<float>& l_full = ops == &ref() ? l2 : l1;
+            for (size_t g = 0; g < n_q; ++g) {
+              EXPECT_NEAR(m3[g], m_full[g], 1e-5f) << ops->name;
+              EXPECT_NEAR(l3[g] / l_full[g], 1.0f, 1e-6f) << ops->name;
+            }
+            for (size_t i = 0; i < p3.size(); ++i)
+              ASSERT_NEAR(p3[i], p_full[i], 1e-5f * (1 + p_full[i])) << ops->name << " " << hd;
+          }
         }
         // Gathering rows 0..n-1 is the contiguous chunk, bit for bit.
         std::vector<uint32_t> first(n_rows);

@@ -115,12 +115,19 @@ void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, floa
 template <class Rows>
 void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
                size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc, float* p) {
+  std::vector<float> unused;
+  if (!v) {  // the scores only: values weighted into a scratch accumulator nobody reads
+    unused.resize(n_q * head_dim);
+    acc = unused.data();
+  }
   attend_reference(
       n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
         return dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
       },
-      [&](size_t j, float e, float* out) { axpy_f16(e, v + rows[j] * stride, out, head_dim); });
+      [&](size_t j, float e, float* out) {
+        if (v) axpy_f16(e, v + rows[j] * stride, out, head_dim);
+      });
 }
 
 void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
