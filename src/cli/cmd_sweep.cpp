@@ -169,22 +169,24 @@ void sweep(const SweepOptions& o) {
   progress.finish();
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::optional<size_t> base = baseline_row(spec, rows[i].cell->policy);
+    const auto unpaired = [&](const std::string& why) {  // the row stays unpaired, the table is written
+      std::fprintf(stderr, "warning: %s not paired with %s: %s\n",
+                   spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str(),
+                   why.c_str());
+    };
     for (size_t j = 0; base && j < rows.size(); ++j) {
       const SweepCell& c = *rows[j].cell;
       if (c.policy != *base || c.setting != rows[i].cell->setting || c.task != rows[i].cell->task) continue;
       if (samples[i].empty() || samples[j].empty()) {
-        std::fprintf(stderr,
-                     "warning: %s not paired with %s: a cell without samples (cached before cells kept them; "
-                     "delete its cells/*.json to run it again)\n",
-                     spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str());
+        unpaired(
+            "a cell without samples (cached before cells kept them; delete its cells/*.json to run it "
+            "again)");
         continue;
       }
-      try {  // a pair that does not match (other windows) leaves the row unpaired, the table written
+      try {
         rows[i].paired = compare_samples(samples[j], samples[i], {}).back();
-      } catch (const Error& e) {
-        std::fprintf(stderr, "warning: %s not paired with %s: %s\n",
-                     spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str(),
-                     e.what());
+      } catch (const Error& e) {  // a pair that does not match (other windows)
+        unpaired(e.what());
       }
     }
   }
