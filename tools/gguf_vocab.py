@@ -1,5 +1,5 @@
 """Vocabulary pieces shared by the tools that write small GGUF models (make_tiny_models.py,
-make_random_gguf.py)."""
+make_random_gguf.py) and by crosscheck.py, which spells a token's bytes as the engine prints them."""
 
 
 def byte_alphabet() -> list[str]:

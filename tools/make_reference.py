@@ -10,10 +10,10 @@ For each GGUF model this script
      float32 and transformers un-permutes attn_q / attn_k back to the HF "rotate_half" layout) into a
      `LlamaForCausalLM` and runs it in float32 -- these are the logits stored in the fixture;
   3. independently re-loads the raw GGUF tensors with `gguf.quants.dequantize` (no un-permutation) and
-     runs a small hand-written Llama forward pass that applies RoPE to adjacent pairs, the way llama.cpp
-     does for the GGUF layout, in float32 and in float64; the float64 run is the "exact" answer against
-     which the float32 numbers are measured (HF's own RMSNorm/RoPE are hard-wired to float32, so the HF
-     model cannot simply be cast to float64);
+     runs the small hand-written NumPy forward pass of tools/numpy_llama.py, which applies RoPE to adjacent
+     pairs, the way llama.cpp does for the GGUF layout, in float32 and in float64; the float64 run is the
+     "exact" answer against which the float32 numbers are measured (HF's own RMSNorm/RoPE are hard-wired
+     to float32, so the HF model cannot simply be cast to float64);
   4. greedy-decodes a continuation (argmax each step, full recompute, float32 HF model) and checks that
      the float64 path picks the same tokens;
   5. optionally (if llama-cpp-python is importable) checks that llama.cpp tokenizes every prompt to the
@@ -46,7 +46,7 @@ import warnings
 import numpy as np
 import torch
 
-import gguf
+from numpy_llama import NumpyLlama, load_raw_tensors, read_metadata
 
 FORMAT = "tokensieve-reference-v1"
 N_SUBSET = 256
@@ -144,21 +144,6 @@ def fnum(x: float, sig: int) -> float:
     return float(f"{x:.{sig}g}")
 
 
-def read_metadata(path: str) -> dict:
-    reader = gguf.GGUFReader(path)
-    meta = {}
-    for key, field in reader.fields.items():
-        if key in ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
-                   "tokenizer.ggml.merges"):
-            meta[key + ".count"] = len(field.data)
-            continue
-        try:
-            meta[key] = field.contents()
-        except Exception:  # pragma: no cover - exotic field types
-            pass
-    return meta
-
-
 # ----------------------------------------------------------------------------------------------------
 # tokenizer: transformers' GGUF tokenizer loader
 
@@ -251,17 +236,7 @@ def hf_logits(model, ids: list[int]) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------------
-# model B: raw GGUF tensors + hand-written forward pass in llama.cpp's layout
-
-
-def load_raw_tensors(path: str) -> dict[str, np.ndarray]:
-    reader = gguf.GGUFReader(path)
-    out = {}
-    for t in reader.tensors:
-        w = gguf.quants.dequantize(t.data, t.tensor_type)
-        shape = tuple(int(n) for n in reversed(t.shape.tolist()))  # ggml ne0 is the fastest dim
-        out[t.name] = np.ascontiguousarray(w.reshape(shape), dtype=np.float32)
-    return out
+# model B: raw GGUF tensors in llama.cpp's layout (forward pass: tools/numpy_llama.py)
 
 
 def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -269,75 +244,6 @@ def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     (x0, x_{d/2}, x1, x_{d/2+1}, ...) [adjacent RoPE pairs]; HF wants (x0..x_{d/2-1}, x_{d/2}..x_{d-1})."""
     d2 = w.shape[0] // n_head // 2
     return w.reshape(n_head, d2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-class OwnLlama:
-    """Minimal Llama forward pass on the GGUF tensors exactly as stored (no un-permutation): RoPE rotates
-    adjacent pairs (2i, 2i+1) of every head, as ggml_rope in mode 0 (LLAMA_ROPE_TYPE_NORM) does; for
-    qwen2 the pairs (i, i + d/2) (NeoX mode, the converter does not permute) and Q/K/V biases."""
-
-    def __init__(self, raw: dict[str, np.ndarray], meta: dict, dtype: torch.dtype):
-        arch = meta["general.architecture"]
-        self.n_layer = int(meta[f"{arch}.block_count"])
-        self.n_embd = int(meta[f"{arch}.embedding_length"])
-        self.n_head = int(meta[f"{arch}.attention.head_count"])
-        self.n_head_kv = int(meta.get(f"{arch}.attention.head_count_kv", self.n_head))
-        self.head_dim = self.n_embd // self.n_head
-        self.n_rot = int(meta.get(f"{arch}.rope.dimension_count", self.head_dim))
-        assert self.n_rot == self.head_dim, "partial rotary not handled"
-        self.eps = float(meta[f"{arch}.attention.layer_norm_rms_epsilon"])
-        self.rope_base = float(meta.get(f"{arch}.rope.freq_base", 10000.0))
-        self.dtype = dtype
-        self.w = {k: torch.from_numpy(v).to(dtype) for k, v in raw.items()}
-        if "output.weight" not in self.w:
-            self.w["output.weight"] = self.w["token_embd.weight"]
-        self.tied_output = "output.weight" not in raw
-        self.neox = arch == "qwen2"
-
-    def _rms(self, x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
-
-    def _rope(self, x, cos, sin):  # x: (T, H, d)
-        T, H, d = x.shape
-        c, s = cos[:, None, :], sin[:, None, :]
-        if self.neox:
-            a, b = x[..., : d // 2], x[..., d // 2:]
-            return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
-        x = x.reshape(T, H, d // 2, 2)
-        a, b = x[..., 0], x[..., 1]
-        return torch.stack((a * c - b * s, a * s + b * c), dim=-1).reshape(T, H, d)
-
-    def _proj(self, h, name):
-        y = h @ self.w[name + ".weight"].T
-        return y + self.w[name + ".bias"] if name + ".bias" in self.w else y
-
-    @torch.no_grad()
-    def logits(self, ids: list[int]) -> torch.Tensor:
-        w, dt = self.w, self.dtype
-        T, H, Hkv, d = len(ids), self.n_head, self.n_head_kv, self.head_dim
-        x = w["token_embd.weight"][torch.tensor(ids)]
-        i = torch.arange(0, d, 2, dtype=torch.float64)
-        inv_freq = self.rope_base ** (-i / d)
-        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
-        cos, sin = torch.cos(ang).to(dt), torch.sin(ang).to(dt)
-        mask = torch.full((T, T), float("-inf"), dtype=dt).triu(1)
-        group = H // Hkv
-        for l in range(self.n_layer):
-            p = f"blk.{l}."
-            h = self._rms(x, w[p + "attn_norm.weight"])
-            q = self._rope(self._proj(h, p + "attn_q").reshape(T, H, d), cos, sin)
-            k = self._rope(self._proj(h, p + "attn_k").reshape(T, Hkv, d), cos, sin)
-            v = self._proj(h, p + "attn_v").reshape(T, Hkv, d)
-            kv_of = torch.arange(H) // group  # query head h reads KV head h // (H / Hkv)
-            s = torch.einsum("thd,shd->hts", q, k[:, kv_of]) / math.sqrt(d) + mask
-            a = torch.einsum("hts,shd->thd", torch.softmax(s, dim=-1), v[:, kv_of]).reshape(T, H * d)
-            x = x + a @ w[p + "attn_output.weight"].T
-            h = self._rms(x, w[p + "ffn_norm.weight"])
-            g = h @ w[p + "ffn_gate.weight"].T
-            u = h @ w[p + "ffn_up.weight"].T
-            x = x + (torch.nn.functional.silu(g) * u) @ w[p + "ffn_down.weight"].T
-        x = self._rms(x, w["output_norm.weight"])
-        return x @ w["output.weight"].T
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -446,8 +352,8 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
 
     model, how = load_hf_model(path)
     raw = load_raw_tensors(path)
-    own32 = OwnLlama(raw, meta, torch.float32)
-    own64 = OwnLlama(raw, meta, torch.float64)
+    own32 = NumpyLlama(raw, meta, np.float32)
+    own64 = NumpyLlama(raw, meta, np.float64)
 
     # weight cross-check: transformers' un-permuted q/k must equal our unpermute_qk of the raw GGUF rows
     # (llama; qwen2's converter stores them unpermuted, for NeoX RoPE)
@@ -461,7 +367,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
         wdiff = max(wdiff, float(np.abs(k_hf - unpermute(raw[f"blk.{l}.attn_k.weight"], own32.n_head_kv)).max()))
         wdiff = max(wdiff, float(np.abs(sd[f"model.layers.{l}.mlp.down_proj.weight"].numpy()
                                         - raw[f"blk.{l}.ffn_down.weight"]).max()))
-    wdiff = max(wdiff, float(np.abs(sd["lm_head.weight"].numpy() - own32.w["output.weight"].numpy()).max()))
+    wdiff = max(wdiff, float(np.abs(sd["lm_head.weight"].numpy() - own32.w["output.weight"]).max()))
     if wdiff != 0.0:
         raise RuntimeError(f"{stem}: transformers' GGUF weights differ from gguf.dequantize + unpermute: {wdiff}")
 
@@ -472,11 +378,11 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
     for p in prompts:
         ids = p["input_ids"]
         l32 = hf_logits(model, ids)
-        o32 = own32.logits(ids)
-        o64 = own64.logits(ids)
+        o32 = torch.from_numpy(own32.logits(ids))
+        o64 = torch.from_numpy(own64.logits(ids))
         ref64_full.append(o64)
         g_ids, g_marg = greedy(lambda s: hf_logits(model, s), ids, N_GREEDY)
-        g64_ids, g64_marg = greedy(lambda s: own64.logits(s), ids, N_GREEDY)
+        g64_ids, g64_marg = greedy(lambda s: torch.from_numpy(own64.logits(s)), ids, N_GREEDY)
         interesting += ids + g_ids
         lse64 = torch.logsumexp(o64, -1, keepdim=True)
         lse32 = torch.logsumexp(l32.double(), -1, keepdim=True)
