@@ -42,10 +42,16 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port", s.port, "port (0: any free port, printed on stderr)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--parallel", s.engine.n_slots,
-                  "requests decoded together (slots, each with its own KV cache)")
+  cmd->add_option(
+         "--parallel", s.engine.n_slots,
+         "requests run together (slots, each with its own KV cache), batched into one forward pass per step")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--batch-tokens", s.engine.batch_tokens,
+                  "tokens per engine step over all slots: one decode token per generating slot, then prompt "
+                  "chunks (a prompt with policies runs whole)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--queue", s.engine.max_queue, "requests waiting for a slot before new ones get 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));

@@ -1,4 +1,4 @@
-// The attention step of Transformer::attention_block: dense over the held keys (attend) or over
+// The attention step of ForwardPass::attention_block, per sequence: dense over the held keys (attend) or over
 // the keys the policies list (attend_listed). Both cut their work into (token, KV head, key
 // chunk) items when there are too few (token, KV head) pairs to keep the threads busy (decode),
 // and merge the chunks' online-softmax partials afterwards (flash-decoding).
@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "kernels/simd_ops.h"
+#include "runtime/forward_pass.h"
 #include "runtime/kv_attention.h"
-#include "runtime/transformer.h"
 
 namespace ts {
 namespace {
@@ -60,7 +60,7 @@ MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>&
 // there are enough of them for the threads, else chunks of at least
 // kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
 // extra_parts, query), with `queries` queries per stream (default: the query heads of a group).
-Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries,
+ForwardPass::KeyChunks ForwardPass::plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries,
                                                     size_t extra_parts) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
   if (queries == 0) queries = group;
@@ -79,7 +79,7 @@ Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_key
   return {chunk, n_chunks, min_items};
 }
 
-// Flash-style attention of rows_.attn over every key the layer holds up to each token's position.
+// Flash-style attention of a slice's rows.attn over every key the layer holds up to each token's position.
 // The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
 // cache's rows 0..pos, or on an F16 layer with holes (evictions, dropped K/V) its compact copy
 // of the held rows (the j-th key is compact row j). Quantized caches read the held positions.
@@ -90,27 +90,30 @@ Transformer::KeyChunks Transformer::plan_key_chunks(size_t streams, size_t n_key
 // own position) are attended in the merge step. The split depends only on positions, so a row's
 // result does not depend on how tokens were cut into batches. Work items are (tile, KV head, key
 // chunk); on quantized caches a tile is one row and its keys are all in the chunks.
-void Transformer::attend(size_t layer, size_t pos0) {
+void ForwardPass::attend(Slice& s, size_t layer) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim;
+  const size_t d = c.n_embd, hd = c.head_dim, pos0 = s.pos0;
+  KvCache& cache = s.cache();
+  const float* q_rows = &q_[s.q0 * d];
+  float* out = &attn_out_[s.attn0 * d];
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
-  const RowSet& rows = rows_.attn;
+  const RowSet& rows = s.rows.attn;
   // The keys of row i: positions 0..pos (no holes) or the held ones.
-  const auto keys_of = [&](size_t i) { return cache_.held(layer, pos0 + rows[i]); };
+  const auto keys_of = [&](size_t i) { return cache.held(layer, pos0 + rows[i]); };
   // F16: KV head kvh's j-th key at key_rows + kvh * head_stride + j * hd (head-major).
   const uint16_t *key_rows = nullptr, *value_rows = nullptr;
   size_t head_stride = 0;
-  const bool tiled = !cache_.quantized();
-  if (tiled && !cache_.holds_all(layer)) {
-    const KvCache::CompactRows held = cache_.compact_rows(layer);
+  const bool tiled = !cache.quantized();
+  if (tiled && !cache.holds_all(layer)) {
+    const KvCache::CompactRows held = cache.compact_rows(layer);
     key_rows = held.keys;
     value_rows = held.values;
     head_stride = held.head_stride;
   } else if (tiled) {
-    key_rows = cache_.key_head(layer, 0);
-    value_rows = cache_.value_head(layer, 0);
-    head_stride = cache_.head_stride();
+    key_rows = cache.key_head(layer, 0);
+    value_rows = cache.value_head(layer, 0);
+    head_stride = cache.head_stride();
   }
 
   tile_first_row_.clear();
@@ -127,7 +130,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
     const size_t first = tile_first_row_[t];
     if (!tiled) return keys_of(first);
     const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
-    return aligned == 0 ? std::span<const uint32_t>{} : cache_.held(layer, aligned - 1);
+    return aligned == 0 ? std::span<const uint32_t>{} : cache.held(layer, aligned - 1);
   };
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
   const size_t streams = n_tiles * c.n_kv_heads, n_keys_max = tile_keys(n_tiles - 1).size();
@@ -151,16 +154,16 @@ void Transformer::attend(size_t layer, size_t pos0) {
             continue;
           }
           const size_t len = std::min(chunk, keys.size() - start);
-          const float* q = &q_[i0 * d + kvh * group * hd];
+          const float* q = &q_rows[i0 * d + kvh * group * hd];
           if (n_rows > 1) {
             q_buf.resize(n_q * hd);
             for (size_t r = 0; r < n_rows; ++r)
-              std::copy_n(&q_[(i0 + r) * d + kvh * group * hd], group * hd, &q_buf[r * group * hd]);
+              std::copy_n(&q_rows[(i0 + r) * d + kvh * group * hd], group * hd, &q_buf[r * group * hd]);
             q = q_buf.data();
           }
           float* acc = &part_acc_[slot * hd];
-          if (cache_.quantized()) {
-            attend_coded(cache_, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
+          if (cache.quantized()) {
+            attend_coded(cache, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
           } else {
             const size_t at = kvh * head_stride + start * hd;
             k.attn_chunk(q, n_q, key_rows + at, value_rows + at, hd, len, hd, scale, m, l, acc);
@@ -180,7 +183,7 @@ void Transformer::attend(size_t layer, size_t pos0) {
                          at = first + n_chunks * tile_queries;
             if (to > from) {
               const size_t row = kvh * head_stride + from * hd;
-              k.attn_chunk(&q_[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd,
+              k.attn_chunk(&q_rows[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd,
                            to - from, hd, scale, &part_m_[at], &part_l_[at], &part_acc_[at * hd]);
             } else {
               std::fill_n(&part_l_[at], group, 0.0f);
@@ -188,13 +191,13 @@ void Transformer::attend(size_t layer, size_t pos0) {
           }
           for (size_t g = 0; g < group; ++g)
             merge_parts(part_m_, part_l_, part_acc_, first + g, tile_queries, slots, hd,
-                        &attn_out_[i * d + (kvh * group + g) * hd]);
+                        &out[i * d + (kvh * group + g) * hd]);
         }
       },
       kMinCombinePairs);
 }
 
-// Attention of rows_.attn over explicit key lists, for policies that select keys per (row, query
+// Attention of a slice's rows.attn over explicit key lists, for policies that select keys per (row, query
 // head) or watch the attention probabilities: the positions a policy selects, else those the
 // layer holds up to the token. The lists are chosen first; then each (row, KV head) gathers its
 // keys once for the whole query group when the group's lists agree (holes, group-shared
@@ -202,15 +205,19 @@ void Transformer::attend(size_t layer, size_t pos0) {
 // When a policy watches the probabilities, each chunk's kernel also returns its numerators
 // (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
-void Transformer::attend_listed(size_t layer, size_t pos0) {
+void ForwardPass::attend_listed(Slice& s, size_t layer) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads;
+  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads, pos0 = s.pos0;
+  KvCache& cache = s.cache();
+  PolicyStack* policies = s.policies();
+  const float* q_rows = &q_[s.q0 * d];
+  float* out = &attn_out_[s.attn0 * d];
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
-  const RowSet& rows = rows_.attn;
-  const Policy* selector = policies_ ? policies_->key_selector(layer) : nullptr;
-  const bool watched = policies_ && policies_->observes_attention(layer);
-  if (selector) policies_->prepare_keys({layer, pos0, &rows, n_heads, hd, q_.data(), &cache_, &pool_});
+  const RowSet& rows = s.rows.attn;
+  const Policy* selector = policies ? policies->key_selector(layer) : nullptr;
+  const bool watched = policies && policies->observes_attention(layer);
+  if (selector) policies->prepare_keys({layer, pos0, &rows, n_heads, hd, q_rows, &cache, &pool_});
   const size_t tasks = rows.size() * n_heads;
   key_spans_.resize(tasks);
   if (selector) {
@@ -224,14 +231,14 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
         std::vector<uint32_t>& list = key_lists_[list_i];
         list.clear();
         selector->select_keys(
-            {layer, pos, h, h / group, {&q_[i * d + h * hd], per_list * hd}, &cache_, per_list},
-            cache_.held(layer, pos), list);
+            {layer, pos, h, h / group, {&q_rows[i * d + h * hd], per_list * hd}, &cache, per_list},
+            cache.held(layer, pos), list);
         for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });
   } else {
     for (size_t task = 0; task < tasks; ++task)
-      key_spans_[task] = cache_.held(layer, pos0 + rows[task / n_heads]);
+      key_spans_[task] = cache.held(layer, pos0 + rows[task / n_heads]);
   }
 
   // Gathers: the first query head of a run of n_q heads of one KV head that read the same list.
@@ -275,15 +282,15 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
             continue;
           }
           const std::span<const uint32_t> keys = list.subspan(start, std::min(chunk, list.size() - start));
-          const float* q = &q_[i * d + h * hd];
+          const float* q = &q_rows[i * d + h * hd];
           float* acc = &part_acc_[task * group * hd];
           thread_local std::vector<float> numerators;  // [g][key]: exp(score - m[g])
           if (watched) numerators.resize(n_q * keys.size());
           float* p = watched ? numerators.data() : nullptr;
-          if (cache_.quantized()) {
-            attend_coded(cache_, layer, kvh, q, n_q, keys, scale, m, l, acc, p);
+          if (cache.quantized()) {
+            attend_coded(cache, layer, kvh, q, n_q, keys, scale, m, l, acc, p);
           } else {
-            k.attn_gather(q, n_q, cache_.key_head(layer, kvh), cache_.value_head(layer, kvh), hd, keys.data(),
+            k.attn_gather(q, n_q, cache.key_head(layer, kvh), cache.value_head(layer, kvh), hd, keys.data(),
                           keys.size(), hd, scale, m, l, acc, p);
           }
           for (size_t g = 0; watched && g < n_q; ++g)
@@ -301,7 +308,7 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
           for (size_t g = 0; g < gather.n_q; ++g) {
             const size_t first = u * n_chunks * group + g;
             const MergedSoftmax merged = merge_parts(part_m_, part_l_, part_acc_, first, group, n_chunks, hd,
-                                                     &attn_out_[i * d + (h + g) * hd]);
+                                                     &out[i * d + (h + g) * hd]);
             if (!watched || merged.denom <= 0.0f) continue;
             std::vector<float>& p = attn_probs_[gather.task + g];
             for (size_t ci = 0; ci * chunk < p.size(); ++ci) {  // chunk numerators -> probabilities
@@ -313,11 +320,11 @@ void Transformer::attend_listed(size_t layer, size_t pos0) {
         }
       },
       kMinCombinePairs);
-  if (!policies_) return;
+  if (!policies) return;
   const std::span<const std::vector<float>> probs =
       watched ? std::span<const std::vector<float>>(attn_probs_).first(tasks)
               : std::span<const std::vector<float>>();
-  policies_->after_attention({layer, pos0, n_heads, &rows, key_spans_, probs});
+  policies->after_attention({layer, pos0, n_heads, &rows, key_spans_, probs});
 }
 
 }  // namespace ts

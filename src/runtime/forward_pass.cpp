@@ -1,4 +1,4 @@
-#include "runtime/transformer.h"
+#include "runtime/forward_pass.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,7 @@
 
 namespace ts {
 namespace {
-// Tokens per internal pass: bounds scratch memory while keeping matrix products batched.
-constexpr size_t kMaxBatch = 512;
-// Rows per output projection in forward_logits: bounds the logits buffer (rows x n_vocab floats).
+// Rows per output projection: bounds the logits buffer (rows x n_vocab floats).
 constexpr size_t kMaxLogitRows = 512;
 
 void add_in_place(float* x, const float* y, size_t n) {
@@ -23,38 +21,13 @@ void add_bias(float* x, const std::vector<float>& bias, size_t n_rows) {
 }
 }  // namespace
 
-Transformer::Transformer(const Model& model, ThreadPool& pool, size_t n_ctx, MatmulPrecision precision)
-    : model_(model),
-      pool_(pool),
-      precision_(precision),
-      cache_(model.config().n_layers, n_ctx, size_t{model.config().n_kv_heads} * model.config().head_dim,
-             model.config().head_dim) {}
+ForwardPass::ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision precision)
+    : model_(model), pool_(pool), precision_(precision) {}
 
-void Transformer::truncate(size_t n) {
-  cache_.set_size(std::min(n, cache_.size()));
-  if (policies_) policies_->truncate(n_past());
-}
-
-void Transformer::set_policies(std::unique_ptr<PolicyStack> policies) {
-  TS_CHECK(n_past() == 0, "policies change only between sequences (", n_past(), " positions are cached)");
-  policies_ = std::move(policies);
-  if (policies_) policies_->set_log(log_);
-  const KvFormat format = policies_ && policies_->kv_format() ? *policies_->kv_format() : KvFormat{};
-  if (format.describe() != cache_.format().describe() || format.ranges != cache_.format().ranges) {
-    const ModelConfig& c = model_.config();
-    cache_ = KvCache(c.n_layers, cache_.capacity(), cache_.kv_dim(), c.head_dim, format);
-  }
-}
-
-void Transformer::set_decision_log(DecisionLog* log) {
-  log_ = log;
-  if (policies_) policies_->set_log(log);
-}
-
-void Transformer::resize_scratch(size_t n_tok) {
+void ForwardPass::resize_scratch(size_t n_tok) {
   if (n_tok <= scratch_tokens_) return;
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, kv = cache_.kv_dim();
+  const size_t d = c.n_embd, kv = size_t{c.n_kv_heads} * c.head_dim;
   x_.resize(n_tok * d);
   xn_.resize(n_tok * d);
   xg_.resize(n_tok * d);
@@ -69,171 +42,256 @@ void Transformer::resize_scratch(size_t n_tok) {
   scratch_tokens_ = n_tok;
 }
 
-std::span<const float> Transformer::forward(std::span<const int32_t> tokens, bool all_logits) {
+void ForwardPass::check(std::span<const SequenceStep> steps) const {
   const size_t n_vocab = model_.config().n_vocab;
-  logits_.resize((all_logits ? tokens.size() : 1) * n_vocab);
-  run_batches(tokens, [&](size_t start, size_t n) {
-    if (all_logits) {
-      output_logits(0, n, &logits_[start * n_vocab]);
-    } else if (start + n == tokens.size()) {
-      output_logits(n - 1, 1, logits_.data());
-    }
-  });
-  return logits_;
-}
-
-void Transformer::forward_logits(std::span<const int32_t> tokens, size_t first_row,
-                                 const LogitsSink& on_logits) {
-  const size_t n_vocab = model_.config().n_vocab;
-  run_batches(tokens, [&](size_t start, size_t n) {
-    for (size_t row = std::max(first_row, start); row < start + n; row += kMaxLogitRows) {
-      const size_t rows = std::min(kMaxLogitRows, start + n - row);
-      logits_.resize(std::max(logits_.size(), rows * n_vocab));
-      output_logits(row - start, rows, logits_.data());
-      on_logits(row, std::span<const float>(logits_).first(rows * n_vocab));
-    }
-  });
-}
-
-void Transformer::run_batches(std::span<const int32_t> tokens,
-                              const std::function<void(size_t, size_t)>& after_batch) {
-  const size_t n_vocab = model_.config().n_vocab;
-  TS_CHECK(!tokens.empty(), "forward: no tokens");
-  TS_CHECK(n_past() + tokens.size() <= n_ctx(), "context overflow: ", n_past(), " cached + ", tokens.size(),
-           " new tokens exceed the context size ", n_ctx(), " (raise -c)");
-  for (int32_t t : tokens)
-    TS_CHECK(t >= 0 && static_cast<size_t>(t) < n_vocab, "token id ", t, " is outside the vocabulary");
-  // A policy that ranks the tokens of a call against each other (OrthoRank) sees the call whole.
-  const size_t max_batch = ranks_whole_calls() ? tokens.size() : kMaxBatch;
-  for (size_t start = 0; start < tokens.size(); start += max_batch) {
-    const size_t n = std::min(max_batch, tokens.size() - start);
-    forward_batch(tokens.subspan(start, n));
-    after_batch(start, n);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const SequenceStep& step = steps[i];
+    TS_CHECK(step.seq, "forward: step ", i, " has no sequence");
+    TS_CHECK(!step.tokens.empty(), "forward: no tokens");
+    TS_CHECK(step.seq->n_past() + step.tokens.size() <= step.seq->n_ctx(),
+             "context overflow: ", step.seq->n_past(), " cached + ", step.tokens.size(),
+             " new tokens exceed the context size ", step.seq->n_ctx(), " (raise -c)");
+    for (int32_t t : step.tokens)
+      TS_CHECK(t >= 0 && static_cast<size_t>(t) < n_vocab, "token id ", t, " is outside the vocabulary");
+    for (size_t j = 0; j < i; ++j)
+      TS_CHECK(steps[j].seq != step.seq, "forward: one sequence twice in a batch");
   }
-  if (policies_) policies_->end_call(cache_);
 }
 
-void Transformer::forward_batch(std::span<const int32_t> tokens) {
+void ForwardPass::run(std::span<const SequenceStep> steps, const LogitsSink& on_logits) {
+  check(steps);
   const ModelConfig& c = model_.config();
-  const size_t n = tokens.size(), d = c.n_embd, pos0 = cache_.size();
-  resize_scratch(n);
-  for (size_t t = 0; t < n; ++t) {
-    weight_row_to_float(model_.token_embd(), static_cast<size_t>(tokens[t]), &x_[t * d]);
-    rope_tables(static_cast<float>(pos0 + t), model_.rope_inv_freq().data(), c.rot_dim, c.rope_layout,
-                &rope_cos_[t * c.rot_dim], &rope_sin_[t * c.rot_dim]);
+  const size_t d = c.n_embd;
+  slices_.resize(steps.size());
+  size_t n_rows = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Slice& s = slices_[i];
+    s.seq = steps[i].seq;
+    s.row0 = n_rows;
+    s.n_tok = steps[i].tokens.size();
+    s.pos0 = s.seq->n_past();
+    s.first_logit_row = std::min(steps[i].first_logit_row, s.n_tok);
+    n_rows += s.n_tok;
   }
-  if (policies_) policies_->begin_batch(pos0, n);
-  cache_.begin_batch(pos0, n);
+  resize_scratch(n_rows);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Slice& s = slices_[i];
+    for (size_t t = 0; t < s.n_tok; ++t) {
+      const size_t row = s.row0 + t;
+      weight_row_to_float(model_.token_embd(), static_cast<size_t>(steps[i].tokens[t]), &x_[row * d]);
+      rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq().data(), c.rot_dim, c.rope_layout,
+                  &rope_cos_[row * c.rot_dim], &rope_sin_[row * c.rot_dim]);
+    }
+    if (s.policies()) s.policies()->begin_batch(s.pos0, s.n_tok);
+    s.cache().begin_batch(s.pos0, s.n_tok);
+  }
 
   for (size_t l = 0; l < c.n_layers; ++l) {
-    rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n);  // every token: K/V need it
-    plan_layer(l, n, pos0);  // rows_: which tokens run which step (dense: all of them, all steps)
-    if (rows_.idle()) {      // the whole layer is skipped (SLEB), K/V too
-      cache_.commit(l, pos0, n);
-      cache_.hold_only(l, pos0, {});
+    rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n_rows);  // K/V need every row
+    for (Slice& s : slices_) plan_layer(s, l);  // s.rows: which tokens run which step
+    attention_block(l);  // x += O(attention) for each slice's rows.attn; K/V of rows.kv cached
+    ffn_block(l);        // x += FFN(RMSNorm(x)) for rows.ffn
+  }
+  for (const Slice& s : slices_) s.cache().set_size(s.pos0 + s.n_tok);
+  output_logits(on_logits);
+}
+
+// The logits asked for, kMaxLogitRows rows per output projection over all slices.
+void ForwardPass::output_logits(const LogitsSink& on_logits) {
+  const size_t d = model_.config().n_embd, n_vocab = model_.config().n_vocab;
+  logit_rows_.clear();
+  for (uint32_t i = 0; i < slices_.size(); ++i)
+    for (size_t r = slices_[i].first_logit_row; r < slices_[i].n_tok; ++r)
+      logit_rows_.push_back({i, static_cast<uint32_t>(r)});
+  for (size_t at = 0; at < logit_rows_.size(); at += kMaxLogitRows) {
+    const size_t n = std::min(kMaxLogitRows, logit_rows_.size() - at);
+    const auto batch_row = [&](size_t i) { return slices_[logit_rows_[i].slice].row0 + logit_rows_[i].row; };
+    const float* x = &x_[batch_row(at) * d];
+    if (batch_row(at + n - 1) - batch_row(at) != n - 1) {  // not one run of rows: gather them
+      for (size_t i = 0; i < n; ++i) std::copy_n(&x_[batch_row(at + i) * d], d, &xg_[i * d]);
+      x = xg_.data();
+    }
+    logits_.resize(std::max(logits_.size(), n * n_vocab));
+    rms_norm_rows(x, model_.output_norm(), xn_.data(), n);
+    matmul(model_.output(), xn_.data(), n, logits_.data(), pool_, precision_);
+    for (size_t i = 0; i < n;) {  // one slice of the sink per run of a step's rows
+      size_t e = i + 1;
+      while (e < n && logit_rows_[at + e].slice == logit_rows_[at + i].slice) ++e;
+      on_logits(logit_rows_[at + i].slice, logit_rows_[at + i].row,
+                std::span<const float>(logits_).subspan(i * n_vocab, (e - i) * n_vocab));
+      i = e;
+    }
+  }
+}
+
+LayerInput ForwardPass::layer_input(const Slice& s, size_t layer) const {
+  const size_t d = model_.config().n_embd;
+  return {layer, s.pos0, s.n_tok, d, &x_[s.row0 * d], &xn_[s.row0 * d]};
+}
+
+void ForwardPass::plan_layer(Slice& s, size_t layer) {
+  if (s.policies()) {
+    s.policies()->plan_layer(layer_input(s, layer), s.rows);
+  } else {
+    s.rows.set_all(s.n_tok);
+  }
+}
+
+const float* ForwardPass::gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
+                                 bool Slice::*take) {
+  size_t n = 0;
+  for (Slice& s : slices_) {
+    if (take && !(s.*take)) continue;
+    s.*first = n;
+    n += (s.rows.*set).size();
+  }
+  if (slices_.size() == 1) return (slices_[0].rows.*set).gather(src, width, xg_);
+  xg_.resize(std::max(xg_.size(), n * width));
+  for (const Slice& s : slices_)
+    if (!take || s.*take) (s.rows.*set).copy_to(src + s.row0 * width, width, &xg_[s.*first * width]);
+  return xg_.data();
+}
+
+void ForwardPass::attention_block(size_t layer) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layers()[layer];
+  const size_t d = c.n_embd;
+  for (Slice& s : slices_) {
+    PolicyStack* p = s.policies();
+    s.skips = p && p->skips_attention(layer);
+    s.skip_reads_q = s.skips && p->skips_by_queries(layer);
+    // K and V of the kv rows, with Q in the same product when the same tokens need it (dense
+    // layers) or when the policy deciding attention skips reads every row's query.
+    s.fused_qkv = s.rows.attn == s.rows.kv && (!s.skips || s.skip_reads_q) && !s.rows.idle();
+    s.kv_decided = p && p->decides_kv(layer);
+  }
+  project_kv(layer);
+  for (Slice& s : slices_) {
+    if (s.rows.idle()) {  // the whole layer is skipped (SLEB), K/V too
+      s.cache().commit(layer, s.pos0, s.n_tok);
+      s.cache().hold_only(layer, s.pos0, {});
       continue;
     }
-    attention_block(l, n, pos0);  // x += O(attention) for rows_.attn; K/V of rows_.kv cached
-    ffn_block(l);                 // x += FFN(RMSNorm(x)) for rows_.ffn
+    // Policies that look at the rotated keys (and queries) before they are stored get them first.
+    if (s.kv_decided) {
+      const size_t kv = s.cache().kv_dim();
+      rope_rows(&k_[s.kv0 * kv], s, s.rows.kv, c.n_kv_heads, kv);
+      if (s.skip_reads_q) rope_rows(&q_[s.q0 * d], s, s.rows.kv, c.n_heads, d);
+      const KvRows written{
+          layer,      s.pos0,          &s.rows.kv,      kv,
+          c.head_dim, &k_[s.kv0 * kv], &v_[s.kv0 * kv], s.skip_reads_q ? &q_[s.q0 * d] : nullptr,
+          c.n_heads};
+      s.policies()->decide_kv(layer_input(s, layer), written, s.rows, s.kv_storage);
+    }
+    rope_and_store(s, layer, !s.kv_decided, s.fused_qkv && !s.skip_reads_q);
   }
-  cache_.set_size(pos0 + n);
-}
+  project_late_queries(layer);
 
-// Logits of batch rows first_row..first_row+n_rows-1 from their final hidden states.
-void Transformer::output_logits(size_t first_row, size_t n_rows, float* logits) {
-  const size_t d = model_.config().n_embd;
-  rms_norm_rows(&x_[first_row * d], model_.output_norm(), &xn_[first_row * d], n_rows);
-  matmul(model_.output(), &xn_[first_row * d], n_rows, logits, pool_, precision_);
-}
-
-LayerInput Transformer::layer_input(size_t layer, size_t n_tok, size_t pos0) const {
-  return {layer, pos0, n_tok, model_.config().n_embd, x_.data(), xn_.data()};
-}
-
-void Transformer::plan_layer(size_t layer, size_t n_tok, size_t pos0) {
-  if (policies_) {
-    policies_->plan_layer(layer_input(layer, n_tok, pos0), rows_);
-  } else {
-    rows_.set_all(n_tok);
-  }
-}
-
-void Transformer::attention_block(size_t layer, size_t n_tok, size_t pos0) {
-  const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, kv = cache_.kv_dim();
-
-  // K and V of rows_.kv, with Q in the same product when the same tokens need it (dense layers)
-  // or when the policy deciding attention skips reads every row's query.
-  const bool skips = policies_ && policies_->skips_attention(layer);
-  const bool skip_reads_q = skips && policies_->skips_by_queries(layer);
-  const bool fused_qkv = rows_.attn == rows_.kv && (!skips || skip_reads_q);
-  const float* x_kv = rows_.kv.gather(xn_.data(), d, xg_);
-  if (fused_qkv) {
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_,
-                precision_);
-  } else {
-    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, rows_.kv.size(), pool_, precision_);
-  }
-  if (c.qkv_bias) {
-    if (fused_qkv) add_bias(q_.data(), L.bq, rows_.kv.size());
-    add_bias(k_.data(), L.bk, rows_.kv.size());
-    add_bias(v_.data(), L.bv, rows_.kv.size());
-  }
-  // Policies that look at the rotated keys (and queries) before they are stored get them first.
-  const bool kv_decided = policies_ && policies_->decides_kv(layer);
-  if (kv_decided) {
-    rope_rows(k_.data(), rows_.kv, c.n_kv_heads, kv);
-    if (skip_reads_q) rope_rows(q_.data(), rows_.kv, c.n_heads, d);
-    const KvRows written{layer,      pos0,      &rows_.kv, kv,
-                         c.head_dim, k_.data(), v_.data(), skip_reads_q ? q_.data() : nullptr,
-                         c.n_heads};
-    policies_->decide_kv(layer_input(layer, n_tok, pos0), written, rows_, kv_storage_);
-  }
-  rope_and_store(layer, n_tok, pos0, !kv_decided, fused_qkv && !skip_reads_q,
-                 kv_decided ? kv_storage_.data() : nullptr);
-  if (rows_.attn.empty()) return;
-
-  // Q (unless projected above), attention and O of rows_.attn.
-  const size_t m = rows_.attn.size();
-  if (!fused_qkv) {
-    matmul(L.wq, rows_.attn.gather(xn_.data(), d, xg_), m, q_.data(), pool_, precision_);
-    if (c.qkv_bias) add_bias(q_.data(), L.bq, m);
-    rope_rows(q_.data(), rows_.attn, c.n_heads, d);
-  } else if (m < rows_.kv.size()) {  // the queries of the rows left attending, compacted in order
-    for (size_t i = 0; i < m; ++i) {
-      const size_t from = rows_.kv.index_of(rows_.attn[i]);
-      if (from != i) std::copy_n(&q_[from * d], d, &q_[i * d]);
+  // Attention of each slice's rows.attn, then O of all of them in one product.
+  size_t n_attn = 0;
+  for (Slice& s : slices_) {
+    s.attn0 = n_attn;
+    if (s.rows.idle() || s.rows.attn.empty()) continue;
+    n_attn += s.rows.attn.size();
+    if (s.fused_qkv && s.rows.attn.size() < s.rows.kv.size()) {
+      // the queries of the rows left attending, compacted in order
+      for (size_t i = 0; i < s.rows.attn.size(); ++i) {
+        const size_t from = s.rows.kv.index_of(s.rows.attn[i]);
+        if (from != i) std::copy_n(&q_[(s.q0 + from) * d], d, &q_[(s.q0 + i) * d]);
+      }
+    }
+    PolicyStack* p = s.policies();
+    if (p && (p->key_selector(layer) || p->observes_attention(layer))) {
+      attend_listed(s, layer);
+    } else {
+      attend(s, layer);
     }
   }
-  const bool key_lists =
-      policies_ && (policies_->key_selector(layer) || policies_->observes_attention(layer));
-  if (key_lists) {
-    attend_listed(layer, pos0);
-  } else {
-    attend(layer, pos0);
-  }
-  matmul(L.wo, attn_out_.data(), m, xn_.data(), pool_, precision_);
-  rows_.attn.add_to(xn_.data(), d, x_.data());
+  if (n_attn == 0) return;
+  matmul(L.wo, attn_out_.data(), n_attn, xn_.data(), pool_, precision_);
+  for (const Slice& s : slices_)
+    if (!s.rows.idle() && !s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);
 }
 
-void Transformer::ffn_block(size_t layer) {
+// K and V of every slice's kv rows in one product, with Q of the fused slices' rows: in the same
+// product when every slice is fused (dense layers), else in a product of their own before it.
+void ForwardPass::project_kv(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, m = rows_.ffn.size();
+  const size_t d = c.n_embd, kv = size_t{c.n_kv_heads} * c.head_dim;
+  const bool all_fused = std::all_of(slices_.begin(), slices_.end(),
+                                     [](const Slice& s) { return s.fused_qkv || s.rows.idle(); });
+  if (!all_fused) {
+    const float* x_q = gather(xn_.data(), d, &LayerRows::kv, &Slice::q0, &Slice::fused_qkv);
+    size_t n_q = 0;
+    for (const Slice& s : slices_)
+      if (s.fused_qkv) n_q += s.rows.kv.size();
+    if (n_q > 0) matmul(L.wq, x_q, n_q, q_.data(), pool_, precision_);
+  }
+  const float* x_kv = gather(xn_.data(), d, &LayerRows::kv, &Slice::kv0);
+  size_t n_kv = 0;
+  for (const Slice& s : slices_) n_kv += s.rows.kv.size();
+  if (n_kv == 0) return;
+  if (all_fused) {
+    for (Slice& s : slices_) s.q0 = s.kv0;
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, n_kv, pool_, precision_);
+  } else {
+    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, n_kv, pool_, precision_);
+  }
+  if (!c.qkv_bias) return;
+  for (const Slice& s : slices_) {
+    if (s.fused_qkv) add_bias(&q_[s.q0 * d], L.bq, s.rows.kv.size());
+    add_bias(&k_[s.kv0 * kv], L.bk, s.rows.kv.size());
+    add_bias(&v_[s.kv0 * kv], L.bv, s.rows.kv.size());
+  }
+}
+
+// Q of the slices whose attending rows were not projected with K/V (they are known only once the
+// policies decided on K/V), after the fused slices' queries in q_.
+void ForwardPass::project_late_queries(size_t layer) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layers()[layer];
+  const size_t d = c.n_embd;
+  size_t q_end = 0;
+  for (const Slice& s : slices_)
+    if (s.fused_qkv) q_end = std::max(q_end, s.q0 + s.rows.kv.size());
+  size_t n_q = 0;
+  for (Slice& s : slices_) {
+    s.late_q = !s.fused_qkv && !s.rows.idle() && !s.rows.attn.empty();
+    if (s.late_q) n_q += s.rows.attn.size();
+  }
+  if (n_q == 0) return;
+  const float* x_q = gather(xn_.data(), d, &LayerRows::attn, &Slice::q0, &Slice::late_q);
+  matmul(L.wq, x_q, n_q, &q_[q_end * d], pool_, precision_);
+  for (Slice& s : slices_) {
+    if (!s.late_q) continue;
+    s.q0 += q_end;
+    if (c.qkv_bias) add_bias(&q_[s.q0 * d], L.bq, s.rows.attn.size());
+    rope_rows(&q_[s.q0 * d], s, s.rows.attn, c.n_heads, d);
+  }
+}
+
+void ForwardPass::ffn_block(size_t layer) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layers()[layer];
+  const size_t d = c.n_embd;
+  const float* x = gather(x_.data(), d, &LayerRows::ffn, &Slice::ffn0);
+  size_t m = 0;
+  for (const Slice& s : slices_) m += s.rows.ffn.size();
   if (m == 0) return;
   const SimdOps& k = ops();
-  rms_norm_rows(rows_.ffn.gather(x_.data(), d, xg_), L.ffn_norm, xn_.data(), m);
+  rms_norm_rows(x, L.ffn_norm, xn_.data(), m);
   matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), m, pool_, precision_);
   pool_.parallel_for(m, [&](size_t b, size_t e, int) {
     // Row by row: results must not depend on how tokens are split across threads.
     for (size_t t = b; t < e; ++t) k.silu_mul(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
   });
   matmul(L.w_down, gate_.data(), m, xn_.data(), pool_, precision_);
-  rows_.ffn.add_to(xn_.data(), d, x_.data());
+  for (const Slice& s : slices_)
+    if (!s.rows.ffn.empty()) s.rows.ffn.add_to(&xn_[s.ffn0 * d], d, &x_[s.row0 * d]);
 }
 
-void Transformer::rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows) {
+void ForwardPass::rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows) {
   const ModelConfig& c = model_.config();
   const SimdOps& k = ops();
   pool_.parallel_for(n_rows, [&](size_t b, size_t e, int) {
@@ -244,7 +302,7 @@ void Transformer::rms_norm_rows(const float* x, const std::vector<float>& weight
 
 // Rotates the heads of one row with the tables of batch row `batch_row`: every token keeps its
 // original position, whichever tokens run.
-void Transformer::rope_row(float* x, size_t batch_row, size_t n_heads) const {
+void ForwardPass::rope_row(float* x, size_t batch_row, size_t n_heads) const {
   const ModelConfig& c = model_.config();
   const float* cos_t = &rope_cos_[batch_row * c.rot_dim];
   const float* sin_t = &rope_sin_[batch_row * c.rot_dim];
@@ -252,38 +310,41 @@ void Transformer::rope_row(float* x, size_t batch_row, size_t n_heads) const {
     ops().rope(x + h * c.head_dim, cos_t, sin_t, c.rot_dim, c.rope_layout == RopeLayout::Neox);
 }
 
-void Transformer::rope_rows(float* x, const RowSet& rows, size_t n_heads, size_t stride) {
+// Rotates compact rows x (row i is slice row rows[i]).
+void ForwardPass::rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride) {
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
-    for (size_t i = b; i < e; ++i) rope_row(x + i * stride, rows[i], n_heads);
+    for (size_t i = b; i < e; ++i) rope_row(x + i * stride, s.row0 + rows[i], n_heads);
   });
 }
 
-// One pass over rows_.kv: RoPE on K (rotate_k) and on Q (rotate_q: Q rows are the K/V rows), then
-// the cache write of every row not dropped (storage: per row, nullptr = all kept). Afterwards
-// the cache learns which of the batch's positions this layer holds.
-void Transformer::rope_and_store(size_t layer, size_t n_tok, size_t pos0, bool rotate_k, bool rotate_q,
-                                 const KvStorage* storage) {
+// One pass over a slice's kv rows: RoPE on K (rotate_k) and on Q (rotate_q: Q rows are the K/V
+// rows), then the cache write of every row not dropped (the policies' storage when they decided
+// it, else the default). Afterwards the cache learns which of the batch's positions this layer holds.
+void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, kv = cache_.kv_dim();
-  const RowSet& rows = rows_.kv;
+  const size_t d = c.n_embd;
+  KvCache& cache = s.cache();
+  const size_t kv = cache.kv_dim();
+  const RowSet& rows = s.rows.kv;
+  const KvStorage* storage = s.kv_decided ? s.kv_storage.data() : nullptr;
   const auto dropped = [&](size_t i) { return storage && storage[i] == KvStorage::Dropped; };
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
     for (size_t i = b; i < e; ++i) {
-      if (rotate_q) rope_row(&q_[i * d], rows[i], c.n_heads);
-      if (rotate_k) rope_row(&k_[i * kv], rows[i], c.n_kv_heads);
+      if (rotate_q) rope_row(&q_[(s.q0 + i) * d], s.row0 + rows[i], c.n_heads);
+      if (rotate_k) rope_row(&k_[(s.kv0 + i) * kv], s.row0 + rows[i], c.n_kv_heads);
       if (dropped(i)) continue;
-      cache_.store(layer, pos0 + rows[i], &k_[i * kv], &v_[i * kv],
-                   storage ? storage[i] : KvStorage::Default);
+      cache.store(layer, s.pos0 + rows[i], &k_[(s.kv0 + i) * kv], &v_[(s.kv0 + i) * kv],
+                  storage ? storage[i] : KvStorage::Default);
     }
   });
-  cache_.commit(layer, pos0, n_tok);
+  cache.commit(layer, s.pos0, s.n_tok);
   stored_positions_.clear();
   for (size_t i = 0; i < rows.size(); ++i)
-    if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(pos0 + rows[i]));
-  if (stored_positions_.size() == n_tok) {
-    cache_.hold_all(layer, pos0, n_tok);
+    if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(s.pos0 + rows[i]));
+  if (stored_positions_.size() == s.n_tok) {
+    cache.hold_all(layer, s.pos0, s.n_tok);
   } else {
-    cache_.hold_only(layer, pos0, stored_positions_);
+    cache.hold_only(layer, s.pos0, stored_positions_);
   }
 }
 

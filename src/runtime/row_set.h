@@ -44,6 +44,11 @@ class RowSet {
     gather_rows(src, list_, width, buf.data());
     return buf.data();
   }
+  // The compact rows of `src` copied to dst.
+  void copy_to(const float* src, size_t width, float* dst) const {
+    if (all_) return static_cast<void>(std::copy_n(src, n_ * width, dst));
+    gather_rows(src, list_, width, dst);
+  }
   // dst rows += compact rows of src.
   void add_to(const float* src, size_t width, float* dst) const {
     if (!all_) return scatter_add_rows(src, list_, width, dst);

@@ -46,6 +46,27 @@ std::string prometheus_text(const RequestCounts& requests, const EngineStats& e)
   metric("tokensieve_queue_depth", "gauge", "Jobs waiting for a slot.", double(e.queued));
   metric("tokensieve_slots_active", "gauge", "Slots running a job.", double(e.active));
   metric("tokensieve_slots", "gauge", "Slots (jobs that run at once).", double(e.slots));
+  metric("tokensieve_prefix_hits_total", "counter", "Prompts that reused tokens an idle slot still cached.",
+         double(e.prefix_hits));
+  metric("tokensieve_prefix_tokens_reused_total", "counter",
+         "Prompt tokens taken from a cache, not prefilled.", double(e.prefix_tokens_reused));
+  metric("tokensieve_steps_total", "counter", "Batched forward passes (engine steps).", double(e.steps));
+  const auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " histogram\n";
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      out << name << "_bucket{le=\"" << h.bounds[i] << "\"} " << cumulative << '\n';
+    }
+    out << name << "_bucket{le=\"+Inf\"} " << h.n << '\n'
+        << name << "_sum " << h.sum << '\n'
+        << name << "_count " << h.n << '\n';
+  };
+  histogram("tokensieve_batch_rows", "Tokens (rows) per engine step: decode tokens plus prompt chunks.",
+            e.batch_rows);
+  histogram("tokensieve_batch_sequences", "Sequences (slots) per engine step.", e.batch_sequences);
+  histogram("tokensieve_step_seconds", "Wall time of one engine step (one batched forward pass).",
+            e.step_seconds);
   return out.str();
 }
 

@@ -71,9 +71,11 @@ class ServerModel : public ::testing::Test {
   }
 
   // Greedy tokens from one plain Transformer + Sampler, as `tokensieve run --temp 0` makes them.
-  static std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
+  static std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n,
+                                               const std::vector<std::string>& specs = {}) {
     ThreadPool pool(1);
     Transformer tf(*model_, pool, 256);
+    if (!specs.empty()) tf.set_policies(make_policy_stack(specs, *model_));
     Sampler sampler(SamplerParams{.temperature = 0.0f});
     std::vector<int32_t> tokens = prompt;
     std::span<const float> logits = tf.forward(tokens, false);
@@ -192,8 +194,46 @@ TEST_F(ServerModel, EngineGreedyMatchesAPlainRunAndSlotsDoNotInterfere) {
   EXPECT_EQ(run_to_end(*jc), expect_a);
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.generated_tokens, 90u);
-  EXPECT_EQ(s.prompt_tokens, 2 * a.size() + b.size());
+  // c starts with a's prompt, which a's idle slot still caches: only its last token is prefilled.
+  EXPECT_EQ(s.prefix_hits, 1u);
+  EXPECT_EQ(s.prefix_tokens_reused, a.size() - 1);
+  EXPECT_EQ(s.prompt_tokens, a.size() + b.size() + 1);
   EXPECT_EQ(s.jobs_finished, 3u);
+}
+
+// Six jobs with different policies share every step (a budget of 8 tokens cuts the dense prompts
+// into chunks; those with policies run whole): each generates what it generates alone.
+TEST_F(ServerModel, MixedPolicyBatchGivesEachJobItsSingleRunOutput) {
+  const std::vector<std::vector<std::string>> specs = {
+      {},
+      {"orthorank:layers=1,3"},
+      {"kvquant:bits=4,group=16,prefill=quantized", "pfn:n=2"},
+      {"zipvl:tau=0.9"},
+      {"h2o:keep=0.5"},
+      {"tokenfilter:ratio=0.3"},
+      {}};
+  Engine engine(*model_, {.n_slots = specs.size(), .batch_tokens = 8, .n_ctx = 256, .threads = 2});
+  GenerationParams greedy;
+  greedy.max_tokens = 20;
+  greedy.sampling.temperature = 0.0f;
+  greedy.ignore_eos = true;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    prompts.push_back(tok().encode("Once upon a time there was a girl named " + std::string(i + 1, 'A') +
+                                       " who liked to play in the park with her dog",
+                                   true, false));
+    jobs.push_back(
+        engine.submit({prompts[i], greedy, specs[i].empty() ? nullptr : make_policy_stack(specs[i], *model_),
+                       std::to_string(i)}));
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(run_to_end(*jobs[i]),
+              generated_text(prompts[i], reference_greedy(prompts[i], 20, specs[i])) + "|length")
+        << "job " << i << (specs[i].empty() ? " (dense)" : " " + specs[i][0]);
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.batch_sequences.n, s.batch_sequences.counts[0]) << "no step ran more than one sequence";
+  EXPECT_LE(s.batch_rows.sum, double(s.prompt_tokens + s.generated_tokens));
 }
 
 TEST_F(ServerModel, EngineCancelsAndRefusesAfterShutdown) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "butler_fixture.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "eval/ppl_datasets.h"
@@ -147,20 +148,6 @@ TEST(TokenButler, IncrementalForwardEqualsTheWholeBatch) {
   }
 }
 
-ButlerConfig stories_config() {
-  const ModelConfig& m = stories().config();
-  ButlerConfig c;
-  c.n_embd = m.n_embd;
-  c.n_reduced = m.n_embd / 8;
-  c.n_heads = 4;
-  c.n_layers = m.n_layers;
-  c.n_query_heads = m.n_heads;
-  c.imp_dim = 4;
-  c.inter = 8;
-  c.rope_base = m.rope_base;
-  return c;
-}
-
 std::vector<std::vector<int32_t>> stories_chunks(size_t n_chunks, size_t len) {
   std::mt19937 rng(12);
   std::vector<std::vector<int32_t>> chunks(n_chunks, std::vector<int32_t>(len));
@@ -266,12 +253,6 @@ TEST(TokenButler, TrainingLowersTheLossAndResumesBitForBit) {
   for (size_t s = 3; s < o.steps; ++s) EXPECT_EQ(resumed.step(), losses[s]);
   EXPECT_EQ(resumed.weights().q_out, straight.weights().q_out);
   EXPECT_EQ(resumed.weights().w_in, straight.weights().w_in);
-}
-
-std::string stories_predictor() {
-  const std::string path = testing::TempDir() + "/butler_stories.safetensors";
-  save_butler(path, {ButlerWeights::init(stories_config(), 21), {}, {}}, false);
-  return path;
 }
 
 std::vector<float> run_policy(const std::vector<std::string>& specs, std::span<const int32_t> tokens,

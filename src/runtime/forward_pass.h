@@ -1,0 +1,122 @@
+#pragma once
+// The forward pass of a Llama-family decoder over one batch of sequences:
+//   x -> RMSNorm -> Q,K,V -> RoPE -> KV cache -> attention -> O -> +x -> RMSNorm -> SwiGLU FFN -> +x
+// The rows of every sequence in the batch go through each matrix product together, so a step
+// reads the weights once however many sequences it advances (continuous batching: prompt chunks
+// and decode tokens mixed). RoPE, the KV cache, attention and the token-sparsification policies
+// (policy.h) work per sequence and see that sequence's rows only; a matrix product's row does
+// not depend on the other rows, so each sequence's results are bit for bit those of running it
+// alone. Without policies it is dense.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "runtime/row_set.h"
+#include "runtime/sequence.h"
+
+namespace ts {
+
+// One sequence's part of a batch: `tokens` are appended at positions seq->n_past().., and the
+// logits of rows first_logit_row.. are computed (tokens.size(): none).
+struct SequenceStep {
+  Sequence* seq = nullptr;
+  std::span<const int32_t> tokens;
+  size_t first_logit_row = 0;
+};
+
+class ForwardPass {
+ public:
+  ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision precision = MatmulPrecision::Fast);
+
+  // Logits of step `step`'s rows first_row.. (n_vocab floats per row); valid during the call.
+  using LogitsSink = std::function<void(size_t step, size_t first_row, std::span<const float> logits)>;
+  // Runs the steps (each sequence at most once) as one batch and hands the logits asked for to
+  // on_logits in slices, in step order. Throws ts::Error before running anything on a bad step
+  // (no tokens, an id outside the vocabulary, context overflow). The steps' calls stay open:
+  // Sequence::end_call() closes one.
+  void run(std::span<const SequenceStep> steps, const LogitsSink& on_logits);
+
+  // run()'s checks of its steps, for a caller that cuts one call into several runs.
+  void check(std::span<const SequenceStep> steps) const;
+
+  const Model& model() const { return model_; }
+  ThreadPool& pool() const { return pool_; }
+
+ private:
+  // A sequence's rows in the current batch: x_ rows row0.., positions pos0.., and at the current
+  // layer which of them run each step and where its compact rows sit in the shared products.
+  struct Slice {
+    Sequence* seq;
+    size_t row0, n_tok, pos0, first_logit_row;
+    LayerRows rows;
+    std::vector<KvStorage> kv_storage;  // per rows.kv row, as the policies chose
+    size_t kv0, q0, attn0, ffn0;        // first row in k_/v_, q_, attn_out_, the FFN's products
+    bool skips, skip_reads_q, kv_decided;
+    bool fused_qkv;  // Q of the kv rows projected with K and V
+    bool late_q;     // Q of the attending rows projected after the policies decided on K/V
+    KvCache& cache() const { return seq->cache(); }
+    PolicyStack* policies() const { return seq->policies(); }
+  };
+
+  void output_logits(const LogitsSink& on_logits);
+  void plan_layer(Slice& s, size_t layer);
+  void attention_block(size_t layer);
+  void project_kv(size_t layer);
+  void project_late_queries(size_t layer);
+  void ffn_block(size_t layer);
+  // The compact rows of one step (`set`) of every slice (or those with `take` set), side by side
+  // from row 0: src itself when one slice runs every row, else a copy in xg_. first: the member
+  // receiving each slice's offset.
+  const float* gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
+                      bool Slice::*take = nullptr);
+  void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
+  void rope_row(float* x, size_t batch_row, size_t n_heads) const;
+  void rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride);
+  void rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q);
+  void attend(Slice& s, size_t layer);
+  void attend_listed(Slice& s, size_t layer);
+  // How attend and attend_listed cut key streams into work items (see plan_key_chunks).
+  struct KeyChunks {
+    size_t chunk, n_chunks, min_items;
+  };
+  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries = 0, size_t extra_parts = 0);
+  LayerInput layer_input(const Slice& s, size_t layer) const;
+  void resize_scratch(size_t n_tok);
+
+  const Model& model_;
+  ThreadPool& pool_;
+  MatmulPrecision precision_;
+  std::vector<Slice> slices_;
+
+  // Activations of the current batch, row-major [token][feature], the slices' rows side by side.
+  // Steps on a token subset use compact rows of q_, k_, v_, attn_out_, gate_, up_, xn_; xg_ holds
+  // gathered inputs.
+  std::vector<float> x_, xn_, xg_, q_, k_, v_, attn_out_, gate_, up_, logits_;
+  std::vector<float> rope_cos_, rope_sin_;  // rope_tables() of each row of the batch
+  std::vector<uint32_t> stored_positions_;
+  struct LogitRow {
+    uint32_t slice, row;  // row of the slice's step
+  };
+  std::vector<LogitRow> logit_rows_;  // output_logits: the rows asked for, in step order
+  // Partial attention results per (token, KV head, key chunk, query head in group); attend_listed:
+  // per (gather, key chunk, query head in gather).
+  std::vector<float> part_m_, part_l_, part_acc_;
+  // attend()'s query tiles: first row of each tile (and rows.attn.size() last), each row's tile.
+  std::vector<size_t> tile_first_row_, row_tile_;
+  // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
+  std::vector<std::span<const uint32_t>> key_spans_;
+  std::vector<std::vector<uint32_t>> key_lists_;
+  std::vector<std::vector<float>> attn_probs_;
+  // One gather of a list: the (row, query head) index of its first head in key_spans_, and how
+  // many adjacent query heads of one KV head read it.
+  struct Gather {
+    uint32_t task, n_q;
+  };
+  std::vector<Gather> gathers_;
+  size_t scratch_tokens_ = 0;
+};
+
+}  // namespace ts

@@ -1,0 +1,44 @@
+#pragma once
+// What belongs to one sequence of the forward pass: its KV cache, its policies and where their
+// decisions go. ForwardPass holds what sequences share (weights, threads, activations) and runs
+// several of them in one batch; each sequence's attention and policies see that sequence alone.
+#include <cstddef>
+#include <memory>
+
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+#include "runtime/policy_stack.h"
+
+namespace ts {
+
+class Sequence {
+ public:
+  // n_ctx: maximum positions held by the KV cache.
+  Sequence(const ModelConfig& config, size_t n_ctx);
+
+  size_t n_past() const { return cache_.size(); }
+  size_t n_ctx() const { return cache_.capacity(); }
+  // Forgets cached positions >= n (e.g. to start a new window or reuse a shared prefix).
+  void truncate(size_t n);
+  // Policies for the following calls (nullptr: dense); only between sequences (n_past() == 0).
+  void set_policies(std::unique_ptr<PolicyStack> policies);
+  const PolicyStack* policies() const { return policies_.get(); }
+  PolicyStack* policies() { return policies_.get(); }
+  bool ranks_whole_calls() const { return policies_ && policies_->ranks_whole_calls(); }
+  // Records the policies' decisions into `log` until set_decision_log(nullptr).
+  void set_decision_log(DecisionLog* log);
+  // After the last batch of a forward call: the policies' evictions. A call is what the policies
+  // see as one request (OrthoRank ranks it whole, H2O evicts after it).
+  void end_call();
+
+  const KvCache& cache() const { return cache_; }
+  KvCache& cache() { return cache_; }
+
+ private:
+  size_t n_layers_;
+  KvCache cache_;
+  std::unique_ptr<PolicyStack> policies_;
+  DecisionLog* log_ = nullptr;
+};
+
+}  // namespace ts
