@@ -13,7 +13,9 @@ namespace ts::server {
 
 // Cell bit set on top of decision_log.h's TokenFlag bits: a later call evicted the position's K/V
 // from that layer.
-inline constexpr uint8_t kEvicted = 16;
+inline constexpr uint8_t kEvicted = 32;
+static_assert((kEvicted & (kDenseToken | kKvFullPrecision | kKvLowPrecision)) == 0,
+              "kEvicted must not share a bit with a TokenFlag");
 
 // {"request_id", "policies": [spec...], "n_layers", "tokens": [text per position],
 //  "flags": [layer][position] TokenFlag bits (+kEvicted), "scores": [layer][position] or null per

@@ -78,7 +78,7 @@ let policyList = [];
 let controller = null;
 
 // Cell categories from the TokenFlag bits (decision_log.h) of one token at one layer.
-const BITS = { attn: 1, ffn: 2, kv: 4, full: 8, evicted: 16 };
+const BITS = { attn: 1, ffn: 2, kv: 4, full: 8, low: 16, evicted: 32 };
 const CATEGORIES = [
   { name: "K/V kept at full precision", color: "#27ae60", test: (f) => (f & BITS.full) !== 0 },
   { name: "ran the layer (dense)", color: "#dfe4ec", test: (f) => (f & 3) === 3 && (f & BITS.kv) && !(f & BITS.evicted) },
