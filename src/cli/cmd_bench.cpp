@@ -58,9 +58,11 @@ void print_rows(const std::string& name, const BenchOptions& o, const BenchConfi
                 simd, o.params.n_prompt, j["prefill_tps"].get<double>(),
                 j["prefill_tps_minmax"][0].get<double>(), j["prefill_tps_minmax"][1].get<double>());
   if (o.params.n_gen)
-    std::printf("| %s | %s | %d | %s | tg%zu @ d%zu | %.1f | %.1f | %.1f |\n", name.c_str(), label.c_str(),
-                threads, simd, o.params.n_gen, o.params.depth, j["decode_tps"].get<double>(),
-                j["decode_tps_minmax"][0].get<double>(), j["decode_tps_minmax"][1].get<double>());
+    std::printf("| %s | %s | %d | %s | tg%zu @ d%zu%s | %.1f | %.1f | %.1f |\n", name.c_str(), label.c_str(),
+                threads, simd, o.params.n_gen, o.params.depth,
+                o.params.n_seq > 1 ? (" x" + std::to_string(o.params.n_seq) + " seq").c_str() : "",
+                j["decode_tps"].get<double>(), j["decode_tps_minmax"][0].get<double>(),
+                j["decode_tps_minmax"][1].get<double>());
 }
 
 double ratio(const nlohmann::json& a, const nlohmann::json& b, const char* key) {
@@ -129,6 +131,7 @@ void bench(BenchOptions o) {
       {"n_prompt", o.params.n_prompt},
       {"n_gen", o.params.n_gen},
       {"depth", o.params.depth},
+      {"n_seq", o.params.n_seq},
       {"reps", o.params.reps},
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"weight_bytes", r.weight_bytes},
@@ -199,6 +202,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", p.n_gen, "decode tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-d,--depth", p.depth, "KV-cache depth before decode")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", p.reps, "repetitions")->check(CLI::Range(1, 1000));
+  cmd->add_option("--parallel", p.n_seq,
+                  "sequences decoded together, one batched step per token (as the server's slots); decode "
+                  "tokens/s counts all of them")
+      ->check(CLI::Range(1, 1024));
   cmd->add_flag("--vs-dense", opts->vs_dense,
                 "also measure the dense engine, interleaved with the policy run, and print the speed-ups");
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");

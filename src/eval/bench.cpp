@@ -65,56 +65,72 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
   const size_t n_ctx = std::max(p.n_prompt, p.depth + p.n_gen) + 1;
   TS_CHECK(p.n_prompt + p.n_gen > 0, "bench: nothing to measure (-p 0 -n 0)");
   TS_CHECK(!configs.empty(), "bench: no configuration to measure");
+  TS_CHECK(p.n_seq >= 1, "bench: --parallel needs at least one sequence");
   ThreadPool pool(p.threads);
-  std::vector<std::unique_ptr<Transformer>> tfs;
+  ForwardPass pass(model, pool);
+  // Per configuration, the sequences decoded together; the first also runs the prefill.
+  std::vector<std::vector<std::unique_ptr<Sequence>>> seqs(configs.size());
   std::vector<BenchResult> results(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
-    tfs.push_back(std::make_unique<Transformer>(model, pool, n_ctx));
-    tfs[i]->set_policies(make_policy_stack(configs[i].policies, model));
+    for (size_t s = 0; s < p.n_seq; ++s) {
+      seqs[i].push_back(std::make_unique<Sequence>(c, n_ctx));
+      seqs[i][s]->set_policies(make_policy_stack(configs[i].policies, model));
+    }
     BenchResult& r = results[i];
     r.threads = pool.size();
-    r.kv_bytes_per_token = tfs[i]->cache().bytes_per_token();
+    r.kv_bytes_per_token = seqs[i][0]->cache().bytes_per_token();
     r.weight_bytes = model.decode_weight_bytes();
     r.decode_bytes_per_token =
-        static_cast<double>(r.weight_bytes) +
+        static_cast<double>(r.weight_bytes) / double(p.n_seq) +
         static_cast<double>(r.kv_bytes_per_token) * (double(p.depth) + double(p.n_gen) / 2);
   }
+  const auto ignore = [](size_t, std::span<const float>) {};
   std::mt19937 rng(p.seed);
   // One untimed warm-up pass faults the weights in and sizes every buffer.
-  for (auto& tf : tfs) tf->forward(random_tokens(std::min<size_t>(16, n_ctx - 1), c.n_vocab, rng), false);
+  for (auto& config_seqs : seqs)
+    for (auto& seq : config_seqs)
+      run_call(pass, *seq, random_tokens(std::min<size_t>(16, n_ctx - 1), c.n_vocab, rng), 15, ignore);
+  std::vector<SequenceStep> steps(p.n_seq);
   for (int rep = 0; rep < p.reps; ++rep) {
     // Every configuration sees the same tokens in a repetition.
     const auto prompt = random_tokens(p.n_prompt, c.n_vocab, rng);
     const auto context = random_tokens(p.depth, c.n_vocab, rng);
     const auto gen = random_tokens(p.n_gen, c.n_vocab, rng);
-    for (size_t i = 0; i < tfs.size(); ++i) {
-      Transformer& tf = *tfs[i];
+    for (size_t i = 0; i < configs.size(); ++i) {
+      Sequence& first = *seqs[i][0];
       if (p.n_prompt) {
-        tf.truncate(0);
+        first.truncate(0);
         const Stopwatch watch;
-        tf.forward(prompt, false);
+        run_call(pass, first, prompt, p.n_prompt - 1, ignore);
         watch.rate(double(p.n_prompt), results[i].prefill_tps, results[i].prefill_cpu_tps);
       }
       if (p.n_gen) {
         // The depth's context is filled once (a long fill costs far more than the decode timed)
         // and each repetition rewinds to it, unless a prompt run replaced it or the policies'
         // state cannot be rewound (a stack ranking whole calls, such as the evicting baselines).
-        if (p.n_prompt || rep == 0 || tf.ranks_whole_calls()) {
-          tf.truncate(0);
-          if (p.depth) tf.forward(context, false);
-        } else {
-          tf.truncate(p.depth);
+        for (size_t s = 0; s < p.n_seq; ++s) {
+          Sequence& seq = *seqs[i][s];
+          if ((p.n_prompt && s == 0) || rep == 0 || seq.ranks_whole_calls()) {
+            seq.truncate(0);
+            if (p.depth) run_call(pass, seq, context, p.depth - 1, ignore);
+          } else {
+            seq.truncate(p.depth);
+          }
         }
         const Stopwatch watch;
-        for (int32_t t : gen) tf.forward(std::span(&t, 1), false);
-        watch.rate(double(p.n_gen), results[i].decode_tps, results[i].decode_cpu_tps);
-        const KvCache& cache = tf.cache();
+        for (size_t t = 0; t < p.n_gen; ++t) {
+          for (size_t s = 0; s < p.n_seq; ++s) steps[s] = {seqs[i][s].get(), std::span(&gen[t], 1), 0};
+          pass.run(steps, [](size_t, size_t, std::span<const float>) {});
+          for (auto& seq : seqs[i]) seq->end_call();
+        }
+        watch.rate(double(p.n_gen * p.n_seq), results[i].decode_tps, results[i].decode_cpu_tps);
+        const KvCache& cache = first.cache();
         double held = 0;
         for (size_t l = 0; l < c.n_layers; ++l) held += cache.held_fraction(l);
         results[i].kv_held_fraction = held / double(c.n_layers);
         results[i].kv_held_bytes_per_token = double(cache.held_bytes()) / double(cache.size());
       }
-      results[i].kv_resident_bytes = tf.cache().resident_bytes();
+      results[i].kv_resident_bytes = first.cache().resident_bytes();
     }
     on_rep(rep + 1, p.reps);
   }

@@ -14,6 +14,9 @@ struct BenchParams {
   size_t n_prompt = 512;  // prefill tokens (pp); 0 = skip
   size_t n_gen = 128;     // decode tokens (tg); 0 = skip
   size_t depth = 0;  // tokens already in the KV cache before decode is timed (filled once; see run_bench)
+  // Sequences decoded together, one batched step per token (continuous batching, as the server
+  // runs its slots); decode tokens/s counts every sequence's tokens. Prefill runs one sequence.
+  size_t n_seq = 1;
   int threads = 0;
   int reps = 3;
   uint32_t seed = 1;

@@ -103,7 +103,8 @@ void packed_tile(const uint8_t* group, size_t n_blocks, size_t lane0, const Q8Ac
               for (int t = 0; t < TB; ++t) isum[t] = V::dot_signed(isum[t], w, x.row_qs(t0 + t) + at);
             } else if constexpr (kInt16Slices > 0) {
               const I u = slice_codes<V, P>(codes, h, s);
-              for (int t = 0; t < TB; ++t) sum16[t] = V::add16(sum16[t], V::pair_dot(u, x.row_qs(t0 + t) + at));
+              for (int t = 0; t < TB; ++t)
+                sum16[t] = V::add16(sum16[t], V::pair_dot(u, x.row_qs(t0 + t) + at));
               if (++slices16 == kInt16Slices) {
                 for (int t = 0; t < TB; ++t) isum[t] = V::widen_add(isum[t], sum16[t]), sum16[t] = V::izero();
                 slices16 = 0;
@@ -131,6 +132,18 @@ void packed_tile(const uint8_t* group, size_t n_blocks, size_t lane0, const Q8Ac
   for (int t = 0; t < TB; ++t) V::store(y + t * y_stride, acc[t], n_rows);
 }
 
+// packed_tile of 1..kTokens tokens: the last tokens of a product (a batch of a few decoding
+// sequences, say) share each unpacked weight slice as a full tile's do. A token's sums do not
+// depend on the tile's size, so its result does not depend on the other tokens.
+using PackedTile = void (*)(const uint8_t*, size_t, size_t, const Q8Activations&, size_t, float*, size_t,
+                            size_t);
+template <class V, QuantType T, size_t... N>
+constexpr std::array<PackedTile, sizeof...(N)> tile_kernels(std::index_sequence<N...>) {
+  return {&packed_tile<V, T, static_cast<int>(N) + 1>...};
+}
+template <class V, QuantType T>
+constexpr auto kTiles = tile_kernels<V, T>(std::make_index_sequence<V::kTokens>());
+
 // Rows 0..n_rows of packed groups starting at w, tokens t0..t0+n_tok of x; y[t * y_stride + r].
 template <class V, QuantType T>
 void gemm_packed_type(const uint8_t* w, size_t n_rows, size_t cols, const Q8Activations& x, size_t t0,
@@ -142,12 +155,13 @@ void gemm_packed_type(const uint8_t* w, size_t n_rows, size_t cols, const Q8Acti
     size_t t = 0;
     for (; t + V::kTokens <= n_tok; t += V::kTokens)
       packed_tile<V, T, V::kTokens>(group, n_blocks, lane0, x, t0 + t, y + t * y_stride + r0, y_stride, rows);
-    for (; t < n_tok; ++t)
-      packed_tile<V, T, 1>(group, n_blocks, lane0, x, t0 + t, y + t * y_stride + r0, y_stride, rows);
+    if (t < n_tok)
+      kTiles<V, T>[n_tok - t - 1](group, n_blocks, lane0, x, t0 + t, y + t * y_stride + r0, y_stride, rows);
   }
 }
 
-using PackedGemm = void (*)(const uint8_t*, size_t, size_t, const Q8Activations&, size_t, size_t, float*, size_t);
+using PackedGemm = void (*)(const uint8_t*, size_t, size_t, const Q8Activations&, size_t, size_t, float*,
+                            size_t);
 
 // One kernel per row of kPackedForms, in the table's order.
 template <class V, size_t... Row>

@@ -21,21 +21,19 @@ std::span<const float> Transformer::forward(std::span<const int32_t> tokens, boo
   return logits_;
 }
 
-void Transformer::forward_logits(std::span<const int32_t> tokens, size_t first_row,
-                                 const LogitsSink& on_logits) {
+void run_call(ForwardPass& pass, Sequence& seq, std::span<const int32_t> tokens, size_t first_row,
+              const CallLogitsSink& on_logits) {
+  const SequenceStep whole{&seq, tokens, first_row};
+  pass.check({&whole, 1});  // before any batch runs: a rejected call leaves the sequence as it was
   // A policy that ranks the tokens of a call against each other (OrthoRank) sees the call whole.
-  const size_t max_batch = ranks_whole_calls() ? std::max<size_t>(tokens.size(), 1) : kMaxBatch;
-  const SequenceStep whole{&seq_, tokens, first_row};
-  pass_.check({&whole, 1});  // before any batch runs: a rejected call leaves the sequence as it was
-  size_t start = 0;
-  do {
+  const size_t max_batch = seq.ranks_whole_calls() ? tokens.size() : kMaxBatch;
+  for (size_t start = 0; start < tokens.size(); start += max_batch) {
     const size_t n = std::min(max_batch, tokens.size() - start);
-    const SequenceStep step{&seq_, tokens.subspan(start, n), std::max(first_row, start) - start};
-    pass_.run({&step, 1},
-              [&](size_t, size_t row, std::span<const float> logits) { on_logits(start + row, logits); });
-    start += n;
-  } while (start < tokens.size());
-  seq_.end_call();
+    const SequenceStep step{&seq, tokens.subspan(start, n), std::max(first_row, start) - start};
+    pass.run({&step, 1},
+             [&](size_t, size_t row, std::span<const float> logits) { on_logits(start + row, logits); });
+  }
+  seq.end_call();
 }
 
 }  // namespace ts

@@ -14,6 +14,15 @@
 
 namespace ts {
 
+// Logits of rows first_row.. of a call, in slices: (the slice's first row, n_vocab floats per row).
+using CallLogitsSink = std::function<void(size_t first_row, std::span<const float> logits)>;
+
+// Appends `tokens` to `seq` as one call: in batches of at most kMaxBatch rows, or one batch when
+// its policies rank a call's tokens together (ranks_whole_calls); hands the logits of rows
+// first_row.. to on_logits, then ends the call. Checks the whole call before running any of it.
+void run_call(ForwardPass& pass, Sequence& seq, std::span<const int32_t> tokens, size_t first_row,
+              const CallLogitsSink& on_logits);
+
 class Transformer {
  public:
   // n_ctx: maximum positions held by the KV cache.
@@ -27,8 +36,10 @@ class Transformer {
   // (the slice's first row, n_vocab floats per row), so a long window needs no logits buffer of
   // its size. Scorers use it to keep a window in one call: a policy that ranks the tokens of a
   // call together (ranks_whole_calls) decides differently when the window comes in pieces.
-  using LogitsSink = std::function<void(size_t first_row, std::span<const float> logits)>;
-  void forward_logits(std::span<const int32_t> tokens, size_t first_row, const LogitsSink& on_logits);
+  using LogitsSink = CallLogitsSink;
+  void forward_logits(std::span<const int32_t> tokens, size_t first_row, const LogitsSink& on_logits) {
+    run_call(pass_, seq_, tokens, first_row, on_logits);
+  }
 
   size_t n_past() const { return seq_.n_past(); }
   size_t n_ctx() const { return seq_.n_ctx(); }
