@@ -4,6 +4,7 @@
 // and merge the chunks' online-softmax partials afterwards (flash-decoding).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "kernels/simd_ops.h"
 #include "runtime/forward_pass.h"
@@ -13,9 +14,7 @@ namespace ts {
 namespace {
 // Fewest keys per attention work item: below this, merging partial results costs more than it saves.
 constexpr size_t kMinKeyChunk = 256;
-// Below this many (KV head x key) rows, attention runs on the calling thread; and the merge of
-// partial results is shared only in slices of at least this many (token, KV head) pairs.
-constexpr size_t kMinSharedAttentionKeys = 1024;
+// The merge of partial results is shared only in slices of at least this many (token, KV head) pairs.
 constexpr size_t kMinCombinePairs = 16;
 // Positions per query tile (attend): rows in one aligned run of kQueryTile positions share keys.
 constexpr size_t kQueryTile = 8;
@@ -60,8 +59,8 @@ MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>&
 // there are enough of them for the threads, else chunks of at least
 // kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
 // extra_parts, query), with `queries` queries per stream (default: the query heads of a group).
-ForwardPass::KeyChunks ForwardPass::plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries,
-                                                    size_t extra_parts) {
+ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t streams, size_t n_keys_max,
+                                                    size_t queries, size_t extra_parts) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
   if (queries == 0) queries = group;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
@@ -71,9 +70,9 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(size_t streams, size_t n_key
   chunk = std::max<size_t>(chunk, 1);
   const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
                parts = streams * (n_chunks + extra_parts) * queries;
-  part_m_.resize(parts);
-  part_l_.resize(parts);
-  part_acc_.resize(parts * hd);
+  p.m.resize(parts);
+  p.l.resize(parts);
+  p.acc.resize(parts * hd);
   // A short cache (early decode steps) is cheaper to attend inline than to share.
   const size_t min_items = streams * n_keys_max < kMinSharedAttentionKeys ? streams * n_chunks : 1;
   return {chunk, n_chunks, min_items};
@@ -90,7 +89,7 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(size_t streams, size_t n_key
 // own position) are attended in the merge step. The split depends only on positions, so a row's
 // result does not depend on how tokens were cut into batches. Work items are (tile, KV head, key
 // chunk); on quantized caches a tile is one row and its keys are all in the chunks.
-void ForwardPass::attend(Slice& s, size_t layer) {
+void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_only) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, hd = c.head_dim, pos0 = s.pos0;
   KvCache& cache = s.cache();
@@ -99,6 +98,11 @@ void ForwardPass::attend(Slice& s, size_t layer) {
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = s.rows.attn;
+  // Work items over the pool, or all on this thread when the caller already shares slices out.
+  const auto for_items = [&](size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t min_items) {
+    if (inline_only) return fn(0, n, 0);
+    pool_.parallel_for(n, fn, min_items);
+  };
   // The keys of row i: positions 0..pos (no holes) or the held ones.
   const auto keys_of = [&](size_t i) { return cache.held(layer, pos0 + rows[i]); };
   // F16: KV head kvh's j-th key at key_rows + kvh * head_stride + j * hd (head-major).
@@ -116,39 +120,39 @@ void ForwardPass::attend(Slice& s, size_t layer) {
     head_stride = cache.head_stride();
   }
 
-  tile_first_row_.clear();
-  row_tile_.resize(rows.size());
+  p.tile_first_row.clear();
+  p.row_tile.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i == 0 || !tiled || (pos0 + rows[i]) / kQueryTile != (pos0 + rows[i - 1]) / kQueryTile)
-      tile_first_row_.push_back(i);
-    row_tile_[i] = tile_first_row_.size() - 1;
+      p.tile_first_row.push_back(i);
+    p.row_tile[i] = p.tile_first_row.size() - 1;
   }
-  const size_t n_tiles = tile_first_row_.size();
-  tile_first_row_.push_back(rows.size());
+  const size_t n_tiles = p.tile_first_row.size();
+  p.tile_first_row.push_back(rows.size());
   // The keys a tile attends together: before its aligned first position, or all of a lone row's.
   const auto tile_keys = [&](size_t t) -> std::span<const uint32_t> {
-    const size_t first = tile_first_row_[t];
+    const size_t first = p.tile_first_row[t];
     if (!tiled) return keys_of(first);
     const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
     return aligned == 0 ? std::span<const uint32_t>{} : cache.held(layer, aligned - 1);
   };
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
   const size_t streams = n_tiles * c.n_kv_heads, n_keys_max = tile_keys(n_tiles - 1).size();
-  const KeyChunks plan = plan_key_chunks(streams, n_keys_max, tile_queries, tails);
+  const KeyChunks plan = plan_key_chunks(p, streams, n_keys_max, tile_queries, tails);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(
+  for_items(
       streams * n_chunks,
       [&](size_t b, size_t e, int) {
         thread_local std::vector<float> q_buf;  // a tile's queries of one KV head, side by side
         for (size_t task = b; task < e; ++task) {
           const size_t stream = balanced(task / n_chunks, streams), ci = task % n_chunks;
-          const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = tile_first_row_[t];
-          const size_t n_rows = tile_first_row_[t + 1] - i0, n_q = n_rows * group;
+          const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = p.tile_first_row[t];
+          const size_t n_rows = p.tile_first_row[t + 1] - i0, n_q = n_rows * group;
           const std::span<const uint32_t> keys = tile_keys(t);
           const size_t start = ci * chunk, slot = (stream * slots + ci) * tile_queries;
-          float* m = &part_m_[slot];
-          float* l = &part_l_[slot];
+          float* m = &p.m[slot];
+          float* l = &p.l[slot];
           if (start >= keys.size()) {
             std::fill(l, l + n_q, 0.0f);
             continue;
@@ -161,7 +165,7 @@ void ForwardPass::attend(Slice& s, size_t layer) {
               std::copy_n(&q_rows[(i0 + r) * d + kvh * group * hd], group * hd, &q_buf[r * group * hd]);
             q = q_buf.data();
           }
-          float* acc = &part_acc_[slot * hd];
+          float* acc = &p.acc[slot * hd];
           if (cache.quantized()) {
             attend_coded(cache, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
           } else {
@@ -171,26 +175,26 @@ void ForwardPass::attend(Slice& s, size_t layer) {
         }
       },
       plan.min_items);
-  pool_.parallel_for(
+  for_items(
       rows.size() * c.n_kv_heads,
       [&](size_t b, size_t e, int) {
         for (size_t pair = b; pair < e; ++pair) {
-          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = row_tile_[i];
+          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = p.row_tile[i];
           const size_t stream = t * c.n_kv_heads + kvh;
-          const size_t first = stream * slots * tile_queries + (i - tile_first_row_[t]) * group;
+          const size_t first = stream * slots * tile_queries + (i - p.tile_first_row[t]) * group;
           if (tails) {  // keys after the tile's shared ones, up to this row's own position
             const size_t from = tile_keys(t).size(), to = keys_of(i).size(),
                          at = first + n_chunks * tile_queries;
             if (to > from) {
               const size_t row = kvh * head_stride + from * hd;
               k.attn_chunk(&q_rows[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd,
-                           to - from, hd, scale, &part_m_[at], &part_l_[at], &part_acc_[at * hd]);
+                           to - from, hd, scale, &p.m[at], &p.l[at], &p.acc[at * hd]);
             } else {
-              std::fill_n(&part_l_[at], group, 0.0f);
+              std::fill_n(&p.l[at], group, 0.0f);
             }
           }
           for (size_t g = 0; g < group; ++g)
-            merge_parts(part_m_, part_l_, part_acc_, first + g, tile_queries, slots, hd,
+            merge_parts(p.m, p.l, p.acc, first + g, tile_queries, slots, hd,
                         &out[i * d + (kvh * group + g) * hd]);
         }
       },
@@ -215,6 +219,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = s.rows.attn;
+  AttentionParts& parts = parts_[0];
   const Policy* selector = policies ? policies->key_selector(layer) : nullptr;
   const bool watched = policies && policies->observes_attention(layer);
   if (selector) policies->prepare_keys({layer, pos0, &rows, n_heads, hd, q_rows, &cache, &pool_});
@@ -259,7 +264,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     }
   }
   const size_t n_gathers = gathers_.size();
-  const KeyChunks plan = plan_key_chunks(n_gathers, n_keys_max);
+  const KeyChunks plan = plan_key_chunks(parts, n_gathers, n_keys_max);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks;
   if (watched) {
     attn_probs_.resize(std::max(attn_probs_.size(), tasks));
@@ -275,15 +280,15 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           const size_t ci = task % n_chunks, i = gather.task / n_heads, h = gather.task % n_heads;
           const size_t kvh = h / group, n_q = gather.n_q, start = ci * chunk;
           const std::span<const uint32_t> list = key_spans_[gather.task];
-          float* m = &part_m_[task * group];
-          float* l = &part_l_[task * group];
+          float* m = &parts.m[task * group];
+          float* l = &parts.l[task * group];
           if (start >= list.size()) {
             std::fill(l, l + n_q, 0.0f);
             continue;
           }
           const std::span<const uint32_t> keys = list.subspan(start, std::min(chunk, list.size() - start));
           const float* q = &q_rows[i * d + h * hd];
-          float* acc = &part_acc_[task * group * hd];
+          float* acc = &parts.acc[task * group * hd];
           thread_local std::vector<float> numerators;  // [g][key]: exp(score - m[g])
           if (watched) numerators.resize(n_q * keys.size());
           float* p = watched ? numerators.data() : nullptr;
@@ -307,13 +312,13 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           const size_t i = gather.task / n_heads, h = gather.task % n_heads;
           for (size_t g = 0; g < gather.n_q; ++g) {
             const size_t first = u * n_chunks * group + g;
-            const MergedSoftmax merged = merge_parts(part_m_, part_l_, part_acc_, first, group, n_chunks, hd,
+            const MergedSoftmax merged = merge_parts(parts.m, parts.l, parts.acc, first, group, n_chunks, hd,
                                                      &out[i * d + (h + g) * hd]);
             if (!watched || merged.denom <= 0.0f) continue;
             std::vector<float>& p = attn_probs_[gather.task + g];
             for (size_t ci = 0; ci * chunk < p.size(); ++ci) {  // chunk numerators -> probabilities
               const size_t part = first + ci * group, end = std::min(p.size(), (ci + 1) * chunk);
-              const float f = std::exp(part_m_[part] - merged.max) / merged.denom;
+              const float f = std::exp(parts.m[part] - merged.max) / merged.denom;
               for (size_t j = ci * chunk; j < end; ++j) p[j] *= f;
             }
           }

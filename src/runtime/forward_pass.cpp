@@ -22,7 +22,7 @@ void add_bias(float* x, const std::vector<float>& bias, size_t n_rows) {
 }  // namespace
 
 ForwardPass::ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision precision)
-    : model_(model), pool_(pool), precision_(precision) {}
+    : model_(model), pool_(pool), precision_(precision), parts_(static_cast<size_t>(pool.size())) {}
 
 void ForwardPass::resize_scratch(size_t n_tok) {
   if (n_tok <= scratch_tokens_) return;
@@ -187,8 +187,12 @@ void ForwardPass::attention_block(size_t layer) {
   }
   project_late_queries(layer);
 
-  // Attention of each slice's rows.attn, then O of all of them in one product.
+  // Attention of each slice's rows.attn, then O of all of them in one product. Slices whose
+  // attention is too small to share out (decode over a short cache) attend side by side, one
+  // thread each; the others one after another, each over all threads. Either way a slice's work
+  // items and their sums are the same, so its result is too.
   size_t n_attn = 0;
+  side_by_side_.clear();
   for (Slice& s : slices_) {
     s.attn0 = n_attn;
     if (s.rows.idle() || s.rows.attn.empty()) continue;
@@ -203,10 +207,17 @@ void ForwardPass::attention_block(size_t layer) {
     PolicyStack* p = s.policies();
     if (p && (p->key_selector(layer) || p->observes_attention(layer))) {
       attend_listed(s, layer);
+    } else if (s.rows.attn.size() * c.n_kv_heads * (s.pos0 + s.n_tok) < kMinSharedAttentionKeys) {
+      side_by_side_.push_back(&s);
     } else {
-      attend(s, layer);
+      attend(s, layer, parts_[0], false);
     }
   }
+  if (side_by_side_.size() == 1) attend(*side_by_side_[0], layer, parts_[0], false);
+  if (side_by_side_.size() > 1)
+    pool_.parallel_for(side_by_side_.size(), [&](size_t b, size_t e, int t) {
+      for (size_t i = b; i < e; ++i) attend(*side_by_side_[i], layer, parts_[static_cast<size_t>(t)], true);
+    });
   if (n_attn == 0) return;
   matmul(L.wo, attn_out_.data(), n_attn, xn_.data(), pool_, precision_);
   for (const Slice& s : slices_)

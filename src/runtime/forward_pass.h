@@ -76,15 +76,27 @@ class ForwardPass {
   void rope_row(float* x, size_t batch_row, size_t n_heads) const;
   void rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride);
   void rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q);
-  void attend(Slice& s, size_t layer);
+  // Partial results of attention work items, and attend()'s query tiles: first row of each tile
+  // (and rows.attn.size() last), each row's tile. One per pool thread: slices attend side by side.
+  struct AttentionParts {
+    std::vector<float> m, l, acc;  // per item: max score, softmax denominator, value sums
+    std::vector<size_t> tile_first_row, row_tile;
+  };
+  // inline_only: every work item on the calling thread (the caller shares slices among threads).
+  void attend(Slice& s, size_t layer, AttentionParts& parts, bool inline_only);
   void attend_listed(Slice& s, size_t layer);
   // How attend and attend_listed cut key streams into work items (see plan_key_chunks).
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
   };
-  KeyChunks plan_key_chunks(size_t streams, size_t n_keys_max, size_t queries = 0, size_t extra_parts = 0);
+  KeyChunks plan_key_chunks(AttentionParts& parts, size_t streams, size_t n_keys_max, size_t queries = 0,
+                            size_t extra_parts = 0);
   LayerInput layer_input(const Slice& s, size_t layer) const;
   void resize_scratch(size_t n_tok);
+
+  // Below this many (KV head x key) rows, a slice's attention runs on one thread: beside other such
+  // slices (attention_block), or alone on the calling thread (attend).
+  static constexpr size_t kMinSharedAttentionKeys = 1024;
 
   const Model& model_;
   ThreadPool& pool_;
@@ -101,11 +113,10 @@ class ForwardPass {
     uint32_t slice, row;  // row of the slice's step
   };
   std::vector<LogitRow> logit_rows_;  // output_logits: the rows asked for, in step order
-  // Partial attention results per (token, KV head, key chunk, query head in group); attend_listed:
-  // per (gather, key chunk, query head in gather).
-  std::vector<float> part_m_, part_l_, part_acc_;
-  // attend()'s query tiles: first row of each tile (and rows.attn.size() last), each row's tile.
-  std::vector<size_t> tile_first_row_, row_tile_;
+  // Per pool thread. Items: per (token, KV head, key chunk, query head in group); attend_listed
+  // (parts_[0]): per (gather, key chunk, query head in gather).
+  std::vector<AttentionParts> parts_;
+  std::vector<Slice*> side_by_side_;  // attention_block: slices small enough to attend on one thread
   // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.
   std::vector<std::span<const uint32_t>> key_spans_;
   std::vector<std::vector<uint32_t>> key_lists_;
