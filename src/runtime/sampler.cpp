@@ -11,10 +11,13 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const bool penalized = params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0;
+  if (params_.temperature <= 0.0f && !penalized)  // greedy: the first largest logit, no candidate list
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   cands_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {static_cast<int32_t>(i), logits[i]};
 
-  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0) {
+  if (penalized) {
     const size_t tail = std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
     const std::unordered_set<int32_t> recent(history.end() - static_cast<std::ptrdiff_t>(tail),
                                              history.end());
