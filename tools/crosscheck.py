@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cross-check a token-sparsification policy's selection against an independent NumPy recomputation.
 
-Why: Token Filtering and ZipVL did not reproduce their papers' claims on SmolLM2 (docs/results/).
+Why: Token Filtering and ZipVL did not reproduce their papers' claims on SmolLM2, and KVSink-5
+narrowly lost to Preserve-First-5 under INT2 KIVI (docs/results/).
 Before calling that the method's failure we must know the engine selects the tokens the method
 says it should. This tool runs the engine on one prompt with a policy and its DecisionLog, then
 recomputes the selection in float64 from the dequantized GGUF weights with the NumPy forward pass
@@ -26,13 +27,28 @@ mean, select=kv|k|v, kv=drop|cache) and zipvl (tau, probes=N|all, seed, score=no
 Verdict per policy: "agree" (identical selections), "agree up to near-ties" (every difference has a
 margin below --tie-tol) or "DISAGREE"; exit code 0 when every policy agrees.
 
+KVSink (paper 002), a kvquant spec and a kvsink spec joined by ';' (kvquant: bits, group,
+mode=token|kivi, residual, prefill=full|quantized, dynamic ranges; kvsink: k and profile=FILE or
+layer=L,channel=C): the k prompt tokens of largest |h[:, C]| after block L, from a forward whose
+attention in blocks 0..L reads the K/V cache as the engine does (prefill=quantized: round-to-nearest
+codes, KIVI blocks, keys scored against 8-bit rounded queries, see KvQuantFormat), against the
+tokens the log flags kv_full_precision in layers L+1..last (and in no earlier layer); the margin is
+each token's relative distance from the cut between the k-th and (k+1)-th |h|. A low-bit forward
+can turn a last-bit difference into another top k, so when codes are read before the decision,
+--members reference forwards with one-ulp noise on Q/K/V measure which decisions that noise flips:
+"agree within float32 sensitivity" when every difference is one of those (and the next token is the
+engine's, or within that noise of it).
+
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf
     python3 tools/crosscheck.py -m ../shared/models/stories260K.gguf --policy zipvl:tau=0.9,probes=all -v
+    python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf --policy \
+        'kvquant:bits=2,group=128,mode=kivi,prefill=quantized;kvsink:k=5,profile=profiles/smollm2-135m-kvsink.json'
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -95,10 +111,12 @@ class EngineRun:
 
 
 def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: bool = True) -> EngineRun:
+    """`spec` may join several policies with ';' (kvquant + kvsink): one --policy each, in order."""
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "decisions.json")
+        policies = [a for part in spec.split(";") for a in ("--policy", part)]
         cmd = [str(binary), "run", "-m", model, "-p", prompt, "-n", "1", "--temp", "0", "-t", "1",
-               "--policy", spec, "--decision-log", log_path] + (["--exact"] if exact else [])
+               *policies, "--decision-log", log_path] + (["--exact"] if exact else [])
         res = subprocess.run(cmd, capture_output=True)
         if res.returncode != 0:
             raise RuntimeError(f"crosscheck: {' '.join(cmd[:2])} --policy {spec} failed: {res.stderr.decode()}")
@@ -110,15 +128,24 @@ def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: 
     return EngineRun(np.array(log["flags"], dtype=np.int64), log["legend"], printed[len(echo):-1])
 
 
-def token_bytes(path: str, token_id: int) -> bytes:
-    """The text of one token as the engine prints it: GPT-2 byte spelling or SentencePiece pieces."""
+@functools.lru_cache(maxsize=4)
+def vocab_texts(path: str) -> tuple[bytes, ...]:
+    """The text of every token as the engine prints it: GPT-2 byte spelling or SentencePiece pieces."""
     reader = gguf.GGUFReader(path)
-    piece = reader.fields["tokenizer.ggml.tokens"].contents()[token_id]
+    pieces = reader.fields["tokenizer.ggml.tokens"].contents()
     if reader.fields["tokenizer.ggml.model"].contents() == "gpt2":
         byte_of = {ch: b for b, ch in enumerate(byte_alphabet())}
-        return bytes(byte_of[ch] for ch in piece)
-    m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)
-    return bytes([int(m.group(1), 16)]) if m else piece.replace("\u2581", " ").encode()
+        return tuple(bytes(byte_of[ch] for ch in piece) if all(ch in byte_of for ch in piece) else piece.encode()
+                     for piece in pieces)
+    out = []
+    for piece in pieces:
+        m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)
+        out.append(bytes([int(m.group(1), 16)]) if m else piece.replace("\u2581", " ").encode())
+    return tuple(out)
+
+
+def token_bytes(path: str, token_id: int) -> bytes:
+    return vocab_texts(path)[token_id]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -358,10 +385,15 @@ def to_half(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float16).astype(x.dtype)
 
 
-def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: EngineRun, spec: str) -> PolicyCheck:
+def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: EngineRun, spec: str,
+                 members: int | None = None) -> PolicyCheck:
+    """members: the KVSink check's sensitivity members (default DEFAULT_MEMBERS); other policies ignore it."""
+    if ";" in spec or spec.startswith(("kvquant:", "kvsink:")):
+        return check_kvsink(model, model_path, ids, run, spec, DEFAULT_MEMBERS if members is None else members)
     name, options = parse_spec(spec)
     if name not in POLICIES:
-        raise SystemExit(f"crosscheck: no reference for policy {name!r} (covered: {', '.join(POLICIES)})")
+        raise SystemExit(f"crosscheck: no reference for policy {name!r} (covered: {', '.join(POLICIES)}, "
+                         "kvquant;kvsink)")
     policy = POLICIES[name](options, model)
     n = len(ids)
     result = PolicyCheck(spec, n)
@@ -399,20 +431,380 @@ def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: Engine
         a = model.attention(q[rows], to_half(k), to_half(v), allowed)
         x[rows] += model.attn_output(layer, a)
         x = x + model.ffn(layer, x)
-    logits = model.output_logits(x[-1:])[0]
-    best, second = np.argsort(logits)[::-1][:2]
-    ref_text = token_bytes(model_path, int(best))
-    result.next_token_ok = ref_text == run.new_text
-    result.next_token = (f"next token {'=' if result.next_token_ok else '!='} engine's "
-                         f"({ref_text!r} vs {run.new_text!r}, top-2 logit gap {logits[best] - logits[second]:.3f})")
+    result.next_token_ok, result.next_token = check_next_token(model, model_path, x, run)
     return result
 
 
+def check_next_token(model: NumpyLlama, model_path: str, x: np.ndarray, run: EngineRun) -> tuple[bool, str]:
+    """The reference's greedy token after the prompt (x: the last block's output) against the engine's."""
+    logits = model.output_logits(x[-1:])[0]
+    best, second = np.argsort(logits)[::-1][:2]
+    ref_text = token_bytes(model_path, int(best))
+    ok = ref_text == run.new_text
+    return ok, (f"next token {'=' if ok else '!='} engine's "
+                f"({ref_text!r} vs {run.new_text!r}, top-2 logit gap {logits[best] - logits[second]:.3f})")
+
+
+# --------------------------------------------------------------------------------------------------
+# KVSink under a quantized KV cache: which prompt tokens keep full-precision K/V
+
+
+PREFILL_BATCH = 512  # runtime/transformer.cpp kMaxBatch: a longer prompt runs in several passes
+Q8_BLOCK = 32  # kernels/kv_codes.h kQueryBlock: queries are rounded to 8 bits per 32 channels
+
+
+@dataclass
+class KvQuantFormat:
+    """kvquant's cache (src/policies/kvquant/kvquant.h, src/runtime/kv_cache.h), dynamic ranges:
+    asymmetric round-to-nearest codes x ~ scale * code + min, scale = (max - min) / (2^bits - 1),
+    code = clamp(rint((x - min) / scale)) (ties to even; a constant group: scale 0, code 0).
+    Values per token in groups of `group` channels of the K/V row (from the float V); keys the same
+    (mode=token, from the float K) or, mode=kivi, per channel over blocks of `group` tokens, from the
+    half-precision K, the block's full-precision tokens left out of its ranges. Keys of 4 or 2 bits
+    are scored against the query rounded to 8 bits per 32 channels (llama.cpp's q8_0): per-token
+    keys  sum_c q8(q/sqrt(d))[c] * scale_g * code[c] + min_g * sum_c q[c]/sqrt(d);
+    KIVI keys sum_c q8(q/sqrt(d) * scale[c])[c] * code[c] + sum_c q[c]/sqrt(d) * min[c]
+    (kv_codes.h coded_key_score, kv_attention.cpp attend_coded); 8-bit keys: q . the decoded key.
+    Which rows of a one-pass prompt attention reads as codes (KvCache::begin_batch): prefill=full
+    none (every key and value as just computed, in half precision: the F16 engine's attention);
+    prefill=quantized the positions below min(keys coded, n - residual), keys coded = n (token) or
+    the whole KIVI blocks, n // group * group; the other rows, and full-precision tokens, in half
+    precision."""
+
+    bits: int
+    group: int
+    kivi: bool
+    residual: int
+    quantized_prefill: bool
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> "KvQuantFormat":
+        reject_unknown(options, {"bits", "group", "mode", "residual", "prefill", "ranges"}, "kvquant")
+        if options.get("ranges", "dynamic") != "dynamic":
+            raise SystemExit("crosscheck: kvquant's static ranges are not covered (ranges=dynamic only)")
+        if options.get("bits") not in ("8", "4", "2"):
+            raise SystemExit("crosscheck: kvquant needs bits=8|4|2")
+        return cls(int(options["bits"]), int(options.get("group", 128)), options.get("mode", "token") == "kivi",
+                   int(options.get("residual", 0)), options.get("prefill", "full") == "quantized")
+
+    def coded_below(self, n: int) -> int:
+        """Positions below this are read as codes by a one-pass prompt's attention (unless pinned)."""
+        if not self.quantized_prefill:
+            return 0
+        keys_coded = n // self.group * self.group if self.kivi else n
+        return min(keys_coded, n - min(n, self.residual))
+
+    def rtn(self, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Codes of x in the ranges [lo, hi] (broadcast) and the ranges' scales."""
+        scale = (hi - lo) / (2 ** self.bits - 1)
+        safe = np.where(scale > 0, scale, 1.0)
+        codes = np.where(scale > 0, np.clip(np.rint((x - lo) / safe), 0, 2 ** self.bits - 1), 0.0)
+        return codes, scale
+
+    def token_groups(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-token group coding of rows x [T][kv_dim]: codes, and each channel's scale and min."""
+        t, dim = x.shape
+        group_of = np.arange(dim) // self.group
+        n_groups = group_of[-1] + 1
+        lo, hi = np.empty((t, n_groups)), np.empty((t, n_groups))
+        for g in range(n_groups):
+            lo[:, g], hi[:, g] = x[:, group_of == g].min(axis=1), x[:, group_of == g].max(axis=1)
+        codes, scale = self.rtn(x, lo[:, group_of], hi[:, group_of])
+        return codes, scale, lo[:, group_of]
+
+
+def round_q8(x: np.ndarray) -> np.ndarray:
+    """x [..][d] rounded as quantize_q8: per block of 32 channels (zero padded), d = max|x| / 127,
+    x ~ d * rint(x / d) (ties to even)."""
+    d = x.shape[-1]
+    padded = -(-d // Q8_BLOCK) * Q8_BLOCK
+    xb = np.concatenate((x, np.zeros(x.shape[:-1] + (padded - d,))), axis=-1)
+    xb = xb.reshape(x.shape[:-1] + (padded // Q8_BLOCK, Q8_BLOCK))
+    amax = np.abs(xb).max(axis=-1, keepdims=True)
+    inv = np.where(amax > 0, 127.0 / np.where(amax > 0, amax, 1.0), 0.0)
+    return (np.rint(xb * inv) * (amax / 127.0)).reshape(x.shape[:-1] + (padded,))[..., :d]
+
+
+def quantized_attention(model: NumpyLlama, fmt: KvQuantFormat, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                        full: np.ndarray) -> np.ndarray:
+    """Causal attention of a one-pass prompt over a kvquant cache (KvQuantFormat); full[t]: token t's
+    K/V kept in half precision at this layer (KvStorage::Full). [T][n_head * d] as model.attention."""
+    n, n_kv, d = k.shape
+    kv_of = np.arange(model.n_head) // (model.n_head // n_kv)
+    qs = q / np.sqrt(d)  # the engine scales queries before rounding them
+    k_half, v_half = to_half(k), to_half(v)
+    scores = np.einsum("thd,shd->hts", qs, k_half[:, kv_of])  # half-precision rows
+    values = v_half.copy()
+    coded = (np.arange(n) < fmt.coded_below(n)) & ~full
+    if coded.any():
+        rows = np.flatnonzero(coded)
+        codes, scale, lo = fmt.token_groups(v[rows].reshape(len(rows), n_kv * d))
+        values[rows] = (scale * codes + lo).reshape(len(rows), n_kv, d)
+        rounded = fmt.bits <= 4
+        if fmt.kivi:
+            for block in np.unique(rows // fmt.group):
+                in_block = np.arange(block * fmt.group, (block + 1) * fmt.group)
+                ranged = in_block[~full[in_block]]  # the block's coded tokens set its ranges
+                kb = k_half[ranged].reshape(len(ranged), n_kv * d)
+                lo_c, hi_c = kb.min(axis=0), kb.max(axis=0)
+                read = rows[rows // fmt.group == block]
+                codes_k, scale_c = fmt.rtn(k_half[read].reshape(len(read), n_kv * d), lo_c, hi_c)
+                codes_k = codes_k.reshape(len(read), n_kv, d)
+                scale_c, lo_c = scale_c.reshape(n_kv, d)[kv_of], lo_c.reshape(n_kv, d)[kv_of]  # [head][d]
+                qk = qs * scale_c
+                qk = round_q8(qk) if rounded else qk
+                scores[:, :, read] = (np.einsum("thd,shd->hts", qk, codes_k[:, kv_of])
+                                      + np.einsum("thd,hd->ht", qs, lo_c)[:, :, None])
+        else:
+            codes_k, scale_k, lo_k = fmt.token_groups(k[rows].reshape(len(rows), n_kv * d))
+            shape = (len(rows), n_kv, d)
+            kd = (scale_k * codes_k).reshape(shape)[:, kv_of]
+            qr = round_q8(qs) if rounded else qs
+            scores[:, :, rows] = (np.einsum("thd,shd->hts", qr, kd)
+                                  + np.einsum("thd,shd->hts", qs, lo_k.reshape(shape)[:, kv_of]))
+    scores = np.where(causal_mask(n)[None], scores, -np.inf)
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return np.einsum("hts,shd->thd", probs, values[:, kv_of]).reshape(n, model.n_head * d)
+
+
+@dataclass
+class KvSinkCheck(PolicyCheck):
+    """KVSink's pinned tokens: the reference's top k of |h[:, channel]| after block `layer` against the
+    tokens the engine's log flags kv_full_precision, at each layer after `layer` (self.layers).
+    When the prompt's attention reads codes, `members` more reference forwards with Q/K/V perturbed
+    at float32's rounding level (F32_NOISE) measure how far that noise moves each token's margin: a
+    low-bit forward can amplify a last-bit difference (one code rounded the other way) into a
+    different top k, and then the engine's float32 run is one more draw of the same noise."""
+
+    layer: int = 0
+    channel: int = 0
+    k: int = 0
+    mode: str = ""
+    ref_sinks: list[int] = field(default_factory=list)
+    engine_sinks: list[int] = field(default_factory=list)  # at the first pinned layer
+    kth: str = ""  # the reference's k-th and (k+1)-th |h| and their gap
+    gap: float = np.inf  # (k-th - (k+1)-th) / k-th
+    members: int = 0
+    member_sinks: list[list[int]] = field(default_factory=list)
+    # Tokens whose decision float32-level noise can flip: some member decides them otherwise, or their
+    # margin is within NOISE_Z times the RMS change of their margin over the members.
+    unsettled: list[int] = field(default_factory=list)
+    spread: float = 0.0  # median over members and the 2k tokens nearest the cut of |h|'s relative change
+    member_next: str = ""  # how the members' greedy tokens relate to the engine's
+    member_next_ok: bool = False  # a member's greedy token is the engine's, or within the noise of it
+
+    def differ(self) -> list[int]:
+        return sorted(set(self.ref_sinks) ^ set(self.engine_sinks))
+
+    def within_sensitivity(self) -> bool:
+        """Every difference is a decision float32-level noise can flip, and the engine's next token is the
+        reference's or within that noise of it."""
+        return (bool(self.members) and set(self.differ()) <= set(self.unsettled)
+                and (self.next_token_ok or self.member_next_ok))
+
+    def ok(self, tie_tol: float) -> bool:
+        return not self.flag_errors and (super().ok(tie_tol) or self.within_sensitivity())
+
+    def ensemble(self) -> str:
+        if not self.members:
+            return "no codes read before the decision (no noise members)"
+        same = sum(s == self.ref_sinks for s in self.member_sinks)
+        shown = ", ".join(map(str, self.unsettled[:12])) + (", ..." if len(self.unsettled) > 12 else "")
+        return (f"{self.members} float32-noise members: {same} pick the reference's set, |h| near the cut moves "
+                f"by {self.spread:.1e} (median); decisions it flips or moves within {NOISE_Z:g} RMS of flipping: "
+                f"{len(self.unsettled)} [{shown}]"
+                + (f"; {self.member_next}" if self.member_next else ""))
+
+    def verdict(self, tie_tol: float) -> str:
+        last = self.layer + len(self.layers)
+        what = (f"{self.spec}: {self.n_tokens} tokens, |h[:, {self.channel}]| after block {self.layer} "
+                f"({self.mode}): {self.kth}; pinned at layers {self.layer + 1}-{last}; {self.ensemble()}; "
+                f"{self.next_token}")
+        if self.flag_errors:
+            return f"DISAGREE {what}; log inconsistent with the policy: {self.flag_errors[0]}"
+        if not self.differ() and self.next_token_ok:
+            return f"agree: the engine pins the reference's {len(self.ref_sinks)} tokens {self.ref_sinks}; {what}"
+        pins = f"engine pins {self.engine_sinks}, reference {self.ref_sinks} (differ at {self.differ()}"
+        if super().ok(tie_tol):
+            return f"agree up to near-ties: {pins}, margins below {self.worst():.2e} < {tie_tol:g}); {what}"
+        if self.within_sensitivity():
+            return (f"agree within float32 sensitivity: {pins}, margins up to {self.worst():.2e}, every one a "
+                    f"decision float32-level noise flips); {what}")
+        return f"DISAGREE: {pins}, largest margin {self.worst():.2e}); {what}"
+
+
+def kvsink_options(options: dict[str, str]) -> tuple[int, int, int]:
+    """k, the emergence layer and the channel of a kvsink spec (profile=FILE or layer=L,channel=C)."""
+    reject_unknown(options, {"k", "profile", "layer", "channel"}, "kvsink")
+    k = int(options.get("k", 5))
+    if "profile" in options:
+        with open(options["profile"], encoding="utf-8") as f:
+            profile = json.load(f)
+        return k, int(profile["emergence_layer"]), int(profile["channel"])
+    if "layer" not in options or "channel" not in options:
+        raise SystemExit("crosscheck: kvsink needs profile=FILE or both layer=L and channel=C")
+    return k, int(options["layer"]), int(options["channel"])
+
+
+F32_NOISE = 2.0 ** -23  # relative perturbation of a sensitivity member's Q/K/V: one float32 ulp
+DEFAULT_MEMBERS = 8
+NOISE_Z = 3.0  # a margin within this many RMS noise changes of itself can flip
+
+
+def top_k(a: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k largest values, largest first, ties to the earlier position (KvSink's sort)."""
+    return np.lexsort((np.arange(len(a)), -a))[:k]
+
+
+def cut_margins(a: np.ndarray, k: int) -> np.ndarray:
+    """Each token's signed relative distance from the top-k cut of a (midway between the k-th and
+    (k+1)-th values): positive inside. No cut (k = 0 or k >= n): +-inf."""
+    order = top_k(a, len(a))
+    kept = np.zeros(len(a), dtype=bool)
+    kept[order[:k]] = True
+    if not 0 < k < len(a):
+        return np.where(kept, np.inf, -np.inf)
+    cut = (a[order[k - 1]] + a[order[k]]) / 2
+    return (a - cut) / cut if cut > 0 else np.where(kept, np.inf, -np.inf)
+
+
+def kvsink_forward(model: NumpyLlama, fmt: KvQuantFormat, ids: list[int], sink_layer: int, channel: int,
+                   pins: np.ndarray, noise_seed: int | None = None, whole: bool = True
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """|h[:, channel]| after block sink_layer and (whole) the last block's output of the prompt's forward
+    over the kvquant cache, pins[layer][t]: token t's K/V kept in half precision. With noise_seed, Q/K/V
+    are multiplied by 1 + F32_NOISE * N(0, 1) at every layer (a sensitivity member)."""
+    n = len(ids)
+    rng = None if noise_seed is None else np.random.default_rng(noise_seed)
+    x = model.embed(ids)
+    cos, sin = model.rope_tables(np.arange(n))
+    a = np.zeros(n)
+    for layer in range(model.n_layer):
+        if layer == sink_layer + 1:  # x: block sink_layer's output, what observe_layer_input reads
+            a = np.abs(x[:, channel])
+            if not whole:
+                return a, None
+        q, k, v = model.qkv(layer, model.rms_norm(x, f"blk.{layer}.attn_norm.weight"), cos, sin)
+        if rng is not None:
+            q, k, v = (y * (1 + F32_NOISE * rng.standard_normal(y.shape)) for y in (q, k, v))
+        x = x + model.attn_output(layer, quantized_attention(model, fmt, q, k, v, pins[layer]))
+        x = x + model.ffn(layer, x)
+    return a, x
+
+
+def check_kvsink(model: NumpyLlama, model_path: str, ids: list[int], run: EngineRun, spec: str,
+                 members: int = DEFAULT_MEMBERS) -> KvSinkCheck:
+    """KVSink (paper 002; src/policies/kvquant/sink_preservation.h) with kvquant, e.g.
+    "kvquant:bits=2,mode=kivi,prefill=quantized;kvsink:k=5,layer=L,channel=C". The engine observes the
+    residual stream h entering block L + 1 (block L's output, before any norm) during the prompt,
+    keeps the k tokens of largest |h[:, C]| (ties to the earlier position) and writes their K/V as
+    KvStorage::Full in layers L + 1 .. last only; layers 0 .. L code every token. So under
+    prefill=quantized h after block L has gone through attention over quantized K/V in blocks 0 .. L
+    (the paper's Algorithm 1 detects on the fake-quantized forward too); under prefill=full through
+    half-precision K/V only. The reference runs that forward (quantized_attention), takes the top k,
+    then goes on with the engine's pins to the next token."""
+    parts = [parse_spec(part) for part in spec.split(";")]
+    if sorted(name for name, _ in parts) != ["kvquant", "kvsink"]:
+        raise SystemExit(f"crosscheck: {spec!r}: the KVSink check takes one kvquant and one kvsink spec, "
+                         "joined by ';'")
+    fmt = KvQuantFormat.from_options(dict(parts)["kvquant"])
+    k, sink_layer, channel = kvsink_options(dict(parts)["kvsink"])
+    n = len(ids)
+    if not sink_layer + 1 < model.n_layer or not channel < model.n_embd:
+        raise SystemExit(f"crosscheck: kvsink layer {sink_layer} / channel {channel} outside the model")
+    if n > PREFILL_BATCH:
+        raise SystemExit(f"crosscheck: {n} prompt tokens run in several passes (running top-k); keep to "
+                         f"{PREFILL_BATCH}")
+    if run.flags.shape != (model.n_layer, n):
+        raise SystemExit(f"crosscheck: the log has flags {run.flags.shape}, expected {(model.n_layer, n)}")
+    coded = fmt.coded_below(n)
+    mode = (f"INT{fmt.bits} {'KIVI' if fmt.kivi else 'per-token'} group {fmt.group}, "
+            + (f"prefill=quantized: codes read below position {coded}" if fmt.quantized_prefill
+               else "prefill=full: the prompt's attention reads half-precision K/V"))
+    result = KvSinkCheck(spec, n, layer=sink_layer, channel=channel, k=k, mode=mode)
+    legend = run.legend
+    dense = legend["ran_attention"] | legend["ran_ffn"] | legend["kv_cached"]
+    pins = (run.flags & legend["kv_full_precision"]) != 0
+    if ((run.flags & dense) != dense).any() or (run.flags & legend["kv_low_precision"]).any():
+        result.flag_errors.append("some token skipped a step, dropped its K/V or was coded at low precision")
+    early = np.flatnonzero(pins[: sink_layer + 1].any(axis=1))
+    if len(early):
+        result.flag_errors.append(f"full-precision K/V at layers {early.tolist()}, at or before block {sink_layer}")
+    if (pins[sink_layer + 1:] != pins[sink_layer + 1]).any():
+        result.flag_errors.append("the pinned tokens differ between the layers after the emergence layer")
+    result.engine_sinks = np.flatnonzero(pins[sink_layer + 1]).tolist()
+
+    # Go on with the engine's pins (none up to block sink_layer) after the decision.
+    a, x = kvsink_forward(model, fmt, ids, sink_layer, channel, pins)
+    order = top_k(a, n)
+    kept = np.zeros(n, dtype=bool)
+    kept[order[:k]] = True
+    margin = cut_margins(a, k)
+    result.ref_sinks = sorted(order[:k].tolist())
+    if 0 < k < n:
+        hi, lo = a[order[k - 1]], a[order[k]]
+        result.gap = (hi - lo) / hi if hi > 0 else 0.0
+        result.kth = (f"#{k} {hi:.6g} (token {order[k - 1]}) vs #{k + 1} {lo:.6g} (token {order[k]}), relative "
+                      f"gap {result.gap:.2e}; #1 {a[order[0]]:.6g} (token {order[0]})")
+    else:
+        result.kth = f"k = {k} of {n} tokens: no cut"
+    for layer in range(sink_layer + 1, model.n_layer):
+        diff = kept != pins[layer]
+        result.layers.append(LayerCheck(layer, pins[layer], kept.copy(), np.abs(margin[diff]),
+                                        float(np.abs(margin[~diff]).min(initial=np.inf)),
+                                        f"pinned {np.flatnonzero(pins[layer]).tolist()}"))
+    result.next_token_ok, result.next_token = check_next_token(model, model_path, x, run)
+    if coded and members and 0 < k < n:
+        kvsink_members(result, model, model_path, fmt, ids, pins, run, a, margin, x, members)
+    return result
+
+
+def kvsink_members(result: KvSinkCheck, model: NumpyLlama, model_path: str, fmt: KvQuantFormat, ids: list[int],
+                   pins: np.ndarray, run: EngineRun, a: np.ndarray, margin: np.ndarray, x: np.ndarray,
+                   members: int) -> None:
+    """The sensitivity members of check_kvsink: the decision's forward again with float32-level noise on
+    Q/K/V, and the whole forward when the next token differs from the engine's."""
+    k, n = result.k, len(ids)
+    order = top_k(a, n)
+    near = order[max(0, k - min(k, n - k)): k + min(k, n - k)]  # the 2k tokens around the cut
+    whole = not result.next_token_ok
+    texts = vocab_texts(model_path)
+    logits = model.output_logits(x[-1:])[0]
+    engine_ids = [i for i, t in enumerate(texts) if t == run.new_text]
+    engine_id = max(engine_ids, key=lambda i: logits[i]) if engine_ids else None
+    margins, changes, deficits = [], [], []
+    for seed in range(1, members + 1):
+        a_m, x_m = kvsink_forward(model, fmt, ids, result.layer, result.channel, pins, seed, whole)
+        result.member_sinks.append(sorted(top_k(a_m, k).tolist()))
+        margins.append(cut_margins(a_m, k))
+        changes.append(np.abs(a_m[near] - a[near]) / np.maximum(a[near], 1e-30))
+        if x_m is not None and engine_id is not None:
+            lm = model.output_logits(x_m[-1:])[0]
+            deficits.append(lm.max() - lm[engine_id])  # 0: the member's greedy token is the engine's
+    result.members = members
+    result.spread = float(np.median(np.concatenate(changes)))
+    m = np.array(margins)
+    kept = margin > 0
+    flipped = ((m > 0) != kept).any(axis=0)
+    rms = np.sqrt(np.mean((m - margin) ** 2, axis=0))
+    result.unsettled = np.flatnonzero(flipped | (np.abs(margin) <= NOISE_Z * rms)).tolist()
+    if deficits:
+        d0 = logits.max() - logits[engine_id]
+        rms_d = float(np.sqrt(np.mean((np.array(deficits) - d0) ** 2)))
+        hits = sum(d == 0 for d in deficits)
+        result.member_next_ok = hits > 0 or d0 <= NOISE_Z * rms_d
+        result.member_next = (f"the engine's next token is the greedy one of {hits} of {members} members; the "
+                              f"reference's logit for it is {d0:.3f} below its best, noise RMS {rms_d:.3f}")
+    elif whole:
+        result.member_next = "the engine's next token is no single token of the vocabulary"
+
+
 def crosscheck(binary: pathlib.Path, model_path: str, prompt: str, specs: list[str],
-               exact: bool = True) -> list[PolicyCheck]:
+               exact: bool = True, members: int | None = None) -> list[PolicyCheck]:
     ids = tokenize(binary, model_path, prompt)
     model = NumpyLlama(load_raw_tensors(model_path), read_metadata(model_path), np.float64)
-    return [check_policy(model, model_path, ids, run_engine(binary, model_path, prompt, spec, exact), spec)
+    return [check_policy(model, model_path, ids, run_engine(binary, model_path, prompt, spec, exact), spec, members)
             for spec in specs]
 
 
@@ -429,10 +821,14 @@ def main() -> int:
     ap.add_argument("--no-exact", action="store_true",
                     help="run the engine with its default 8-bit activations (the results' setting): differences "
                          "then include that approximation's noise, so expect some beyond --tie-tol")
+    ap.add_argument("--members", type=int, default=DEFAULT_MEMBERS,
+                    help="KVSink: reference forwards with float32-level noise on Q/K/V, run when the prompt's "
+                         "attention reads codes, to tell which decisions that noise can flip (0: none)")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per policy layer")
     args = ap.parse_args()
     prompt = args.prompt if args.prompt is not None else wikitext_prompt(args.text, args.chars)
-    results = crosscheck(args.bin, args.model, prompt, args.policy or DEFAULT_POLICIES, not args.no_exact)
+    results = crosscheck(args.bin, args.model, prompt, args.policy or DEFAULT_POLICIES, not args.no_exact,
+                         args.members)
     for r in results:
         if args.verbose:
             for c in r.layers:

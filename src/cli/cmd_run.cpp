@@ -8,6 +8,7 @@
 #include "model/chat_template.h"
 #include "runtime/sampler.h"
 #include "runtime/transformer.h"
+#include "server/api_error.h"
 #include "server/decisions_json.h"
 
 namespace ts::cli {
@@ -78,7 +79,7 @@ void run(const RunOptions& o) {
   if (!o.decision_log.empty()) {
     std::ofstream f(o.decision_log, std::ios::trunc);
     const std::span<const int32_t> ran = std::span(tokens).first(tf.n_past());
-    f << server::decisions_json(decisions, ran, *model, "run").dump() << "\n";
+    f << server::dump_json(server::decisions_json(decisions, ran, *model, "run")) << "\n";
     TS_CHECK(f, o.decision_log, ": cannot write the decision log");
   }
 }

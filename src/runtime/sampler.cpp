@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "kernels/simd_ops.h"
+
 namespace ts {
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
@@ -33,39 +35,76 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   };
   if (params_.temperature <= 0.0f) return std::min_element(cands_.begin(), cands_.end(), by_logit)->id;
 
+  // A vocabulary is 50-150K tokens: sorting all of them, or exp() of each in double precision,
+  // took longer per token than a batched decode step of a small model. The probabilities come
+  // from the vectorized softmax, and only the candidates a cut looks at are sorted.
+  const SimdOps& k = ops();
   size_t n = cands_.size();
+  const bool cuts = params_.top_p < 1.0f || params_.min_p > 0.0f;
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n = static_cast<size_t>(params_.top_k);
     std::partial_sort(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), cands_.end(),
                       by_logit);
-  } else {
-    std::sort(cands_.begin(), cands_.end(), by_logit);
   }
-  // Probabilities at temperature 1 for the nucleus and min-p cuts, as llama.cpp computes them.
-  std::vector<double> p(n);
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp(double(cands_[i].logit) - double(cands_[0].logit));
-  if (params_.top_p < 1.0f) {
+  if (!cuts && n == cands_.size()) {  // every candidate, in vocabulary order
+    probs_.resize(n);
+    for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit / params_.temperature;
+    k.softmax(probs_.data(), n);
+    return draw(n);
+  }
+  // The cuts need probabilities at temperature 1 (as llama.cpp computes them) and walk the
+  // candidates from the top: those within `span` of the largest logit are the top of the full
+  // order, sorted; the span widens until a cut falls inside them.
+  probs_.resize(n);
+  for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit;
+  k.softmax(probs_.data(), n);
+  for (size_t i = 0; i < n; ++i) cands_[i].p = probs_[i];
+  const float top =
+      std::min_element(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), by_logit)->logit;
+  for (float span = 8.0f;;) {
+    const auto end = cands_.begin() + static_cast<std::ptrdiff_t>(n);
+    const auto near =
+        std::partition(cands_.begin(), end, [&](const Candidate& c) { return c.logit >= top - span; });
+    std::sort(cands_.begin(), near, by_logit);
+    const size_t sorted = static_cast<size_t>(near - cands_.begin());
+    size_t keep = sorted;
     double acc = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-      acc += p[i] / sum;
-      if (acc >= params_.top_p) {
-        n = i + 1;
+    for (size_t i = 0; i < sorted; ++i) {
+      if (params_.min_p > 0.0f && i > 0 && cands_[i].p < params_.min_p * cands_[0].p) {
+        keep = i;
+        break;
+      }
+      acc += cands_[i].p;
+      if (params_.top_p < 1.0f && acc >= params_.top_p) {
+        keep = i + 1;
         break;
       }
     }
+    if (keep < sorted || sorted == n) {
+      n = keep;
+      break;
+    }
+    // No cut among the sorted ones: min-p may cut right after them, else take at least the next.
+    const auto next = std::min_element(near, end, by_logit);
+    if (params_.min_p > 0.0f && next->p < params_.min_p * cands_[0].p) {
+      n = sorted;
+      break;
+    }
+    span = std::max(2.0f * span, top - next->logit);
   }
-  if (params_.min_p > 0.0f) {
-    size_t keep = 1;
-    while (keep < n && p[keep] >= params_.min_p * p[0]) ++keep;
-    n = keep;
-  }
+  // The kept candidates (the largest first) at the sampling temperature.
+  probs_.resize(n);
+  for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit / params_.temperature;
+  k.softmax(probs_.data(), n);
+  return draw(n);
+}
+
+int32_t Sampler::draw(size_t n) {
   double total = 0.0;
-  for (size_t i = 0; i < n; ++i)
-    total += p[i] = std::exp((double(cands_[i].logit) - double(cands_[0].logit)) / params_.temperature);
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
   double r = uniform() * total;
   for (size_t i = 0; i < n; ++i) {
-    r -= p[i];
+    r -= probs_[i];
     if (r < 0) return cands_[i].id;
   }
   return cands_[n - 1].id;

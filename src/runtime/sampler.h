@@ -28,12 +28,16 @@ class Sampler {
   struct Candidate {
     int32_t id;
     float logit;
+    float p = 0;  // probability at temperature 1, when a cut needs it
   };
   double uniform();  // [0, 1), identical on every platform for a given seed
+  // One of the first n candidates, with probabilities probs_[0..n).
+  int32_t draw(size_t n);
 
   SamplerParams params_;
   std::mt19937_64 rng_;
   std::vector<Candidate> cands_;
+  std::vector<float> probs_;  // reused across calls
 };
 
 }  // namespace ts

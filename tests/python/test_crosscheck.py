@@ -71,3 +71,73 @@ def test_a_different_rule_is_caught(ts_bin, prompt):
         run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
         r = crosscheck.check_policy(model, path, ids, run, reference_spec)
         assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 10, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+
+
+# KVSink (paper 002) with an INT2 KIVI cache: the k prompt tokens of largest |h[:, C]| after block L
+# keep full-precision K/V in layers L+1..last (the log's kv_full_precision flag), none before.
+# Under prefill=quantized the decision reads a forward whose blocks 0..L attend to coded K/V, which the
+# reference models (crosscheck.quantized_attention); prefill=full reads half-precision K/V only.
+KIVI2 = "kvquant:bits=2,group=128,mode=kivi"
+
+
+def assert_kvsink_agree(results: list[crosscheck.PolicyCheck], min_tokens: int, exact: bool) -> None:
+    """exact: identical pins and next token (a forward float32 noise cannot move); otherwise every
+    difference must be one float32-level noise flips in the reference's members."""
+    for r in results:
+        assert isinstance(r, crosscheck.KvSinkCheck), r.spec
+        assert r.n_tokens >= min_tokens
+        assert r.ok(crosscheck.DEFAULT_TIE_TOL), r.verdict(crosscheck.DEFAULT_TIE_TOL)
+        assert len(r.engine_sinks) == r.k and r.layers and r.layers[0].layer == r.layer + 1, r.verdict(1e-4)
+        if exact:
+            assert not r.differ() and r.next_token_ok, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+
+
+@pytest.mark.runtime(4)
+def test_stories260k_kvsink_pins_match_the_reference(ts_bin, prompt):
+    model = str(find_model("stories260K.gguf"))
+    sink = "kvsink:k=5,layer=2,channel=15"
+    specs = [f"{KIVI2},prefill=quantized;{sink}", f"{KIVI2},prefill=full;{sink}",
+             "kvquant:bits=4,group=32,mode=token,residual=32,prefill=quantized;kvsink:k=8,layer=1,channel=30"]
+    results = crosscheck.crosscheck(ts_bin, model, prompt, specs, members=4)
+    assert_kvsink_agree(results, 300, exact=True)
+    # stories260K's quantized forward is well conditioned: float32-level noise moves no decision
+    # (prefill=full reads no codes before the decision, so it runs no noise members).
+    assert [r.members for r in results] == [4, 0, 4]
+    assert not results[0].unsettled and not results[2].unsettled
+    # The quantized blocks 0..2 change which tokens the rule picks: the reference had to model them.
+    assert results[0].ref_sinks != results[1].ref_sinks
+
+
+@pytest.mark.runtime(40)
+def test_smollm2_kvsink_pins_match_the_reference(ts_bin, prompt):
+    """The results' setting (docs/results/kvsink.md): INT2 KIVI, fake-quant prefill, the committed profile
+    (emergence layer 11, channel 507). Its quantized forward amplifies float32 rounding (|h| near the
+    cut moves by ~1e-2 under one-ulp noise on Q/K/V), so a difference there passes only as a decision
+    that noise flips; prefill=full must agree exactly."""
+    model = str(find_model("SmolLM2-135M-Instruct.Q4_1.gguf"))
+    profile = ROOT / "profiles" / "smollm2-135m-kvsink.json"
+    if not profile.is_file():
+        pytest.skip(f"{profile} not found")
+    sink = f"kvsink:k=5,profile={profile}"
+    quantized, full = crosscheck.crosscheck(ts_bin, model, prompt, [f"{KIVI2},prefill=quantized;{sink}",
+                                                                    f"{KIVI2},prefill=full;{sink}"], members=4)
+    assert_kvsink_agree([quantized], 128, exact=False)
+    assert_kvsink_agree([full], 128, exact=True)
+    for r in (quantized, full):
+        assert (r.layer, r.channel) == (11, 507) and r.layers[-1].layer == 29
+        assert 0 in r.engine_sinks  # the massive activation (|h| ~2e4) sits on position 0
+
+
+@pytest.mark.runtime(3)
+def test_a_different_kvsink_rule_is_caught(ts_bin, prompt):
+    path = str(find_model("stories260K.gguf"))
+    ids = crosscheck.tokenize(ts_bin, path, prompt)
+    model = crosscheck.NumpyLlama(crosscheck.load_raw_tensors(path), crosscheck.read_metadata(path), np.float64)
+    engine_spec = f"{KIVI2},prefill=quantized;kvsink:k=5,layer=2,channel=15"
+    run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
+    for reference_spec in [f"{KIVI2},prefill=quantized;kvsink:k=5,layer=2,channel=30",
+                           f"{KIVI2},prefill=quantized;kvsink:k=5,layer=1,channel=15",
+                           # a reference blind to the coded K/V of blocks 0..2 the decision reads
+                           f"{KIVI2},prefill=full;kvsink:k=5,layer=2,channel=15"]:
+        r = crosscheck.check_policy(model, path, ids, run, reference_spec, members=2)
+        assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and len(r.differ()) >= 2, r.verdict(crosscheck.DEFAULT_TIE_TOL)

@@ -59,10 +59,15 @@ TEST(KvSinks, PreservedTokensAreBitExactAndOnlyThose) {
     }
 }
 
-TEST(KvSinks, KvSinkKeepsTopKAfterTheEmergenceLayer) {
+// 30 tokens, and 1300: a prompt longer than one internal batch (512) still ends with exactly k
+// pinned tokens, the top k of the whole prompt.
+class KvSinkPrompt : public testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(KvSinks, KvSinkPrompt, testing::Values(30, 1300));
+
+TEST_P(KvSinkPrompt, KeepsTheTopKAfterTheEmergenceLayer) {
   ThreadPool pool(2);
-  const auto t = tokens(30);
-  Transformer tf(stories(), pool, 64);
+  const auto t = tokens(GetParam());
+  Transformer tf(stories(), pool, GetParam() + 8);
   PolicyOptions opts(PolicySpec::parse("kvsink:k=3,layer=1,channel=7"));
   auto owned = std::make_unique<KvSink>(opts);
   KvSink* sink = owned.get();

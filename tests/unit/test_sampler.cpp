@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "runtime/sampler.h"
@@ -50,6 +51,24 @@ TEST(Sampler, TopPAndMinPCutTheTail) {
     for (int i = 0; i < 2000; ++i) seen[s.sample(logits, {})]++;
     EXPECT_EQ(seen.size(), 2u);
     EXPECT_GT(seen[0], seen[1]);
+  }
+}
+
+// A vocabulary-sized list whose nucleus holds many tokens: the cuts keep exactly the right ones. 1500 tokens
+// of equal logit, spread among 50000 unlikely ones (a fixed seed: deterministic).
+TEST(Sampler, CutsOnALargeVocabularyKeepTheWholeNucleus) {
+  std::vector<float> logits(50000, -40.0f);
+  std::vector<int32_t> likely;
+  for (int32_t i = 0; i < 1500; ++i) likely.push_back(i * 31 + 7);
+  for (int32_t id : likely) logits[static_cast<size_t>(id)] = 0.0f;
+  for (auto [top_p, min_p, kept] : {std::tuple{0.499f, 0.0f, 749}, std::tuple{1.0f, 0.5f, 1500}}) {
+    Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = top_p, .min_p = min_p, .seed = 5});
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 4000; ++i) seen[s.sample(logits, {})]++;
+    // Ties sort by id, so the nucleus is the `kept` lowest ids among the likely ones.
+    EXPECT_EQ(seen.begin()->first, likely.front());
+    EXPECT_EQ(seen.rbegin()->first, likely[static_cast<size_t>(kept) - 1]) << "top_p " << top_p;
+    EXPECT_GT(seen.size(), static_cast<size_t>(kept) * 3 / 4);
   }
 }
 

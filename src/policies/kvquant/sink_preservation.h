@@ -32,6 +32,10 @@ class KvSink final : public Policy {
   explicit KvSink(PolicyOptions& options);
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override;
+  // The k sinks are the top k of the whole prompt: cut into batches, a token pinned in one batch
+  // (its K/V already stored in full precision) could not be released when a later batch outranks
+  // it, and a 2048-token prompt ended with up to 8 pinned tokens for k = 5.
+  bool ranks_whole_calls() const override { return true; }
   void truncate(size_t n_past) override;
   void observe_layer_input(const LayerInput& in) override;
   void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
