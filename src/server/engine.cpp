@@ -259,8 +259,12 @@ void Engine::step() {
       slot.logits.assign(last.begin(), last.end());
     });
   } catch (const std::exception& e) {
-    // The step ran every slot's layers together: none of them can go on.
-    for (Slot* slot : step_slots_) end(*slot, "error", e.what());
+    // The step ran every slot's layers together: none of them can go on, and their caches, cut
+    // mid-step, must not serve a later prompt.
+    for (Slot* slot : step_slots_) {
+      end(*slot, "error", e.what());
+      slot->seq.truncate(0);
+    }
     return;
   }
   size_t rows = 0, prompt_rows = 0;  // prompt slots are not prefilled() until after_step
