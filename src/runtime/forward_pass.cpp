@@ -137,19 +137,19 @@ void ForwardPass::plan_layer(Slice& s, size_t layer) {
   }
 }
 
-const float* ForwardPass::gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
-                                 bool Slice::*take) {
+ForwardPass::Gathered ForwardPass::gather(const float* src, size_t width, RowSet LayerRows::*set,
+                                          size_t Slice::*first, bool Slice::*take) {
   size_t n = 0;
   for (Slice& s : slices_) {
     if (take && !(s.*take)) continue;
     s.*first = n;
     n += (s.rows.*set).size();
   }
-  if (slices_.size() == 1) return (slices_[0].rows.*set).gather(src, width, xg_);
+  if (slices_.size() == 1) return {(slices_[0].rows.*set).gather(src, width, xg_), n};
   xg_.resize(std::max(xg_.size(), n * width));
   for (const Slice& s : slices_)
     if (!take || s.*take) (s.rows.*set).copy_to(src + s.row0 * width, width, &xg_[s.*first * width]);
-  return xg_.data();
+  return {xg_.data(), n};
 }
 
 void ForwardPass::attention_block(size_t layer) {
@@ -195,7 +195,7 @@ void ForwardPass::attention_block(size_t layer) {
   side_by_side_.clear();
   for (Slice& s : slices_) {
     s.attn0 = n_attn;
-    if (s.rows.idle() || s.rows.attn.empty()) continue;
+    if (s.rows.attn.empty()) continue;  // idle layers included
     n_attn += s.rows.attn.size();
     if (s.fused_qkv && s.rows.attn.size() < s.rows.kv.size()) {
       // the queries of the rows left attending, compacted in order
@@ -221,7 +221,7 @@ void ForwardPass::attention_block(size_t layer) {
   if (n_attn == 0) return;
   matmul(L.wo, attn_out_.data(), n_attn, xn_.data(), pool_, precision_);
   for (const Slice& s : slices_)
-    if (!s.rows.idle() && !s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);
+    if (!s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);
 }
 
 // K and V of every slice's kv rows in one product, with Q of the fused slices' rows: in the same
@@ -233,21 +233,17 @@ void ForwardPass::project_kv(size_t layer) {
   const bool all_fused = std::all_of(slices_.begin(), slices_.end(),
                                      [](const Slice& s) { return s.fused_qkv || s.rows.idle(); });
   if (!all_fused) {
-    const float* x_q = gather(xn_.data(), d, &LayerRows::kv, &Slice::q0, &Slice::fused_qkv);
-    size_t n_q = 0;
-    for (const Slice& s : slices_)
-      if (s.fused_qkv) n_q += s.rows.kv.size();
-    if (n_q > 0) matmul(L.wq, x_q, n_q, q_.data(), pool_, precision_);
+    const Gathered x_q = gather(xn_.data(), d, &LayerRows::kv, &Slice::q0, &Slice::fused_qkv);
+    if (x_q.n > 0) matmul(L.wq, x_q.rows, x_q.n, q_.data(), pool_, precision_);
   }
-  const float* x_kv = gather(xn_.data(), d, &LayerRows::kv, &Slice::kv0);
-  size_t n_kv = 0;
-  for (const Slice& s : slices_) n_kv += s.rows.kv.size();
-  if (n_kv == 0) return;
+  const Gathered x_kv = gather(xn_.data(), d, &LayerRows::kv, &Slice::kv0);
+  if (x_kv.n == 0) return;
   if (all_fused) {
     for (Slice& s : slices_) s.q0 = s.kv0;
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, n_kv, pool_, precision_);
+    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv.rows, x_kv.n, pool_,
+                precision_);
   } else {
-    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv, n_kv, pool_, precision_);
+    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv.rows, x_kv.n, pool_, precision_);
   }
   if (!c.qkv_bias) return;
   for (const Slice& s : slices_) {
@@ -266,14 +262,10 @@ void ForwardPass::project_late_queries(size_t layer) {
   size_t q_end = 0;
   for (const Slice& s : slices_)
     if (s.fused_qkv) q_end = std::max(q_end, s.q0 + s.rows.kv.size());
-  size_t n_q = 0;
-  for (Slice& s : slices_) {
-    s.late_q = !s.fused_qkv && !s.rows.idle() && !s.rows.attn.empty();
-    if (s.late_q) n_q += s.rows.attn.size();
-  }
-  if (n_q == 0) return;
-  const float* x_q = gather(xn_.data(), d, &LayerRows::attn, &Slice::q0, &Slice::late_q);
-  matmul(L.wq, x_q, n_q, &q_[q_end * d], pool_, precision_);
+  for (Slice& s : slices_) s.late_q = !s.fused_qkv && !s.rows.attn.empty();
+  const Gathered x_q = gather(xn_.data(), d, &LayerRows::attn, &Slice::q0, &Slice::late_q);
+  if (x_q.n == 0) return;
+  matmul(L.wq, x_q.rows, x_q.n, &q_[q_end * d], pool_, precision_);
   for (Slice& s : slices_) {
     if (!s.late_q) continue;
     s.q0 += q_end;
@@ -286,12 +278,11 @@ void ForwardPass::ffn_block(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
   const size_t d = c.n_embd;
-  const float* x = gather(x_.data(), d, &LayerRows::ffn, &Slice::ffn0);
-  size_t m = 0;
-  for (const Slice& s : slices_) m += s.rows.ffn.size();
+  const Gathered x = gather(x_.data(), d, &LayerRows::ffn, &Slice::ffn0);
+  const size_t m = x.n;
   if (m == 0) return;
   const SimdOps& k = ops();
-  rms_norm_rows(x, L.ffn_norm, xn_.data(), m);
+  rms_norm_rows(x.rows, L.ffn_norm, xn_.data(), m);
   matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), m, pool_, precision_);
   pool_.parallel_for(m, [&](size_t b, size_t e, int) {
     // Row by row: results must not depend on how tokens are split across threads.

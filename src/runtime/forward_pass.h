@@ -68,10 +68,14 @@ class ForwardPass {
   void project_late_queries(size_t layer);
   void ffn_block(size_t layer);
   // The compact rows of one step (`set`) of every slice (or those with `take` set), side by side
-  // from row 0: src itself when one slice runs every row, else a copy in xg_. first: the member
-  // receiving each slice's offset.
-  const float* gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
-                      bool Slice::*take = nullptr);
+  // from row 0 (src itself when one slice runs every row, else a copy in xg_), and how many.
+  // first: the member receiving each slice's offset.
+  struct Gathered {
+    const float* rows;
+    size_t n;
+  };
+  Gathered gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
+                  bool Slice::*take = nullptr);
   void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
   void rope_row(float* x, size_t batch_row, size_t n_heads) const;
   void rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride);

@@ -30,42 +30,46 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     }
   }
 
-  auto by_logit = [](const Candidate& a, const Candidate& b) {
-    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-  };
-  if (params_.temperature <= 0.0f) return std::min_element(cands_.begin(), cands_.end(), by_logit)->id;
+  if (params_.temperature <= 0.0f) return std::min_element(cands_.begin(), cands_.end(), before)->id;
 
   // A vocabulary is 50-150K tokens: sorting all of them, or exp() of each in double precision,
   // took longer per token than a batched decode step of a small model. The probabilities come
   // from the vectorized softmax, and only the candidates a cut looks at are sorted.
-  const SimdOps& k = ops();
   size_t n = cands_.size();
-  const bool cuts = params_.top_p < 1.0f || params_.min_p > 0.0f;
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n = static_cast<size_t>(params_.top_k);
-    std::partial_sort(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), cands_.end(),
-                      by_logit);
+    std::partial_sort(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), cands_.end(), before);
   }
-  if (!cuts && n == cands_.size()) {  // every candidate, in vocabulary order
-    probs_.resize(n);
-    for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit / params_.temperature;
-    k.softmax(probs_.data(), n);
-    return draw(n);
+  if (params_.top_p < 1.0f || params_.min_p > 0.0f) n = cut(n);
+  // The candidates left (every one in vocabulary order, or the largest first) at the temperature.
+  probs_.resize(n);
+  for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit / params_.temperature;
+  ops().softmax(probs_.data(), n);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  double r = uniform() * total;
+  for (size_t i = 0; i < n; ++i) {
+    r -= probs_[i];
+    if (r < 0) return cands_[i].id;
   }
+  return cands_[n - 1].id;
+}
+
+size_t Sampler::cut(size_t n) {
   // The cuts need probabilities at temperature 1 (as llama.cpp computes them) and walk the
   // candidates from the top: those within `span` of the largest logit are the top of the full
   // order, sorted; the span widens until a cut falls inside them.
   probs_.resize(n);
   for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit;
-  k.softmax(probs_.data(), n);
+  ops().softmax(probs_.data(), n);
   for (size_t i = 0; i < n; ++i) cands_[i].p = probs_[i];
   const float top =
-      std::min_element(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), by_logit)->logit;
+      std::min_element(cands_.begin(), cands_.begin() + static_cast<std::ptrdiff_t>(n), before)->logit;
   for (float span = 8.0f;;) {
     const auto end = cands_.begin() + static_cast<std::ptrdiff_t>(n);
     const auto near =
         std::partition(cands_.begin(), end, [&](const Candidate& c) { return c.logit >= top - span; });
-    std::sort(cands_.begin(), near, by_logit);
+    std::sort(cands_.begin(), near, before);
     const size_t sorted = static_cast<size_t>(near - cands_.begin());
     size_t keep = sorted;
     double acc = 0.0;
@@ -80,34 +84,12 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         break;
       }
     }
-    if (keep < sorted || sorted == n) {
-      n = keep;
-      break;
-    }
+    if (keep < sorted || sorted == n) return keep;
     // No cut among the sorted ones: min-p may cut right after them, else take at least the next.
-    const auto next = std::min_element(near, end, by_logit);
-    if (params_.min_p > 0.0f && next->p < params_.min_p * cands_[0].p) {
-      n = sorted;
-      break;
-    }
+    const auto next = std::min_element(near, end, before);
+    if (params_.min_p > 0.0f && next->p < params_.min_p * cands_[0].p) return sorted;
     span = std::max(2.0f * span, top - next->logit);
   }
-  // The kept candidates (the largest first) at the sampling temperature.
-  probs_.resize(n);
-  for (size_t i = 0; i < n; ++i) probs_[i] = cands_[i].logit / params_.temperature;
-  k.softmax(probs_.data(), n);
-  return draw(n);
-}
-
-int32_t Sampler::draw(size_t n) {
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += probs_[i];
-  double r = uniform() * total;
-  for (size_t i = 0; i < n; ++i) {
-    r -= probs_[i];
-    if (r < 0) return cands_[i].id;
-  }
-  return cands_[n - 1].id;
 }
 
 }  // namespace ts

@@ -31,8 +31,12 @@ class Sampler {
     float p = 0;  // probability at temperature 1, when a cut needs it
   };
   double uniform();  // [0, 1), identical on every platform for a given seed
-  // One of the first n candidates, with probabilities probs_[0..n).
-  int32_t draw(size_t n);
+  // Larger logit first; ties to the lower id.
+  static bool before(const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  }
+  // The top-p and min-p cuts of the first n candidates; how many stay, the largest first.
+  size_t cut(size_t n);
 
   SamplerParams params_;
   std::mt19937_64 rng_;

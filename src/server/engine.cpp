@@ -137,15 +137,11 @@ void Engine::loop() {
 
 void Engine::admit(std::unique_lock<std::mutex>& lock) {
   while (!queue_.empty()) {
-    const std::vector<int32_t>& prompt = queue_.front()->input().prompt;
-    const bool may_reuse = !queue_.front()->input().policies;
     Slot* best = nullptr;
     size_t best_reuse = 0;
     for (auto& slot : slots_) {
       if (slot->job) continue;
-      const size_t reuse = may_reuse && slot->dense
-                               ? reusable_prefix(std::span(slot->tokens).first(slot->seq.n_past()), prompt)
-                               : 0;
+      const size_t reuse = reusable(*slot, queue_.front()->input());
       if (!best || reuse > best_reuse) best = slot.get(), best_reuse = reuse;
     }
     if (!best) return;
@@ -153,20 +149,22 @@ void Engine::admit(std::unique_lock<std::mutex>& lock) {
     queue_.pop_front();
     ++active_;
     lock.unlock();
-    start(*best, std::move(job));
+    start(*best, std::move(job), best_reuse);
     lock.lock();
   }
 }
 
-void Engine::start(Slot& slot, std::shared_ptr<Job> job) {
+// Reuse needs both sequences dense (a policy's state depends on the path its sequence took) and no
+// prompt log-probabilities (they come from the prompt's own rows).
+size_t Engine::reusable(const Slot& slot, const JobInput& input) {
+  const GenerationParams& p = input.params;
+  if (input.policies || !slot.dense || (p.echo && p.logprobs >= 0)) return 0;
+  return reusable_prefix(std::span(slot.tokens).first(slot.seq.n_past()), input.prompt);
+}
+
+void Engine::start(Slot& slot, std::shared_ptr<Job> job, size_t reuse) {
   const GenerationParams& p = job->input().params;
   const std::vector<int32_t>& prompt = job->input().prompt;
-  // Reuse needs both sequences dense (a policy's state depends on the path its sequence took) and
-  // no prompt log-probabilities (they come from the prompt's own rows).
-  const bool echo_logprobs = p.echo && p.logprobs >= 0;
-  const size_t reuse = !job->input().policies && slot.dense && !echo_logprobs
-                           ? reusable_prefix(std::span(slot.tokens).first(slot.seq.n_past()), prompt)
-                           : 0;
   slot.seq.truncate(reuse);
   slot.decisions.clear();
   if (reuse == 0) {

@@ -75,7 +75,9 @@ class Engine {
   void loop();
   // Under the lock: queued jobs into free slots, each to the slot caching most of its prompt.
   void admit(std::unique_lock<std::mutex>& lock);
-  void start(Slot& slot, std::shared_ptr<Job> job);
+  // Positions of the job's prompt that the slot's cached sequence can keep (prefix reuse).
+  static size_t reusable(const Slot& slot, const JobInput& input);
+  void start(Slot& slot, std::shared_ptr<Job> job, size_t reuse);
   // One batched forward pass over every busy slot.
   void step();
   // Draws a decoding slot's next token from its logits and publishes it; false: the job ended.
