@@ -21,7 +21,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts, bool runs_model) {
 
 void add_policy_option(CLI::App& cmd, std::vector<std::string>& specs) {
   std::string help = "token-sparsification policy NAME[:KEY=VALUE,...], repeatable (applied in order):";
-  for (const PolicyEntry& e : builtin_policies().entries()) help += cat("\n  ", e.name, ":", e.help);
+  for (const PolicyEntry& e : builtin_policies().entries()) help += cat("\n  ", e.help());
   cmd.add_option("--policy", specs, help)->expected(1)->take_all()->check([](const std::string& spec) {
     try {
       builtin_policies().create(spec);
@@ -45,14 +45,13 @@ nlohmann::json policy_sparsity(const Transformer& tf) {
           {"token_layers", c.token_layers}};
 }
 
-void print_policy_sparsity(const Transformer& tf) {
-  if (!tf.policies()) return;
-  const StepCounts& c = tf.policies()->counts();
+void print_sparsity(const nlohmann::json& sparsity) {
+  if (sparsity.is_null()) return;
   std::fprintf(
       stderr,
       "policies: of %llu (token, layer) pairs %.2f%% ran attention, %.2f%% the FFN, %.2f%% cached K/V\n",
-      static_cast<unsigned long long>(c.token_layers), 100 * c.fraction(c.attention), 100 * c.fraction(c.ffn),
-      100 * c.fraction(c.kv_cached));
+      sparsity["token_layers"].get<unsigned long long>(), 100 * sparsity["attention_fraction"].get<double>(),
+      100 * sparsity["ffn_fraction"].get<double>(), 100 * sparsity["kv_fraction"].get<double>());
 }
 
 std::string held_kv_summary(const KvCache& cache, size_t n_layers) {

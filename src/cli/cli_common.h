@@ -32,9 +32,9 @@ void attach_policies(const ModelOptions& opts, const Model& model, Transformer& 
 std::string held_kv_summary(const KvCache& cache, size_t n_layers);
 
 // Fractions of the (token, layer) pairs that ran attention, the FFN and wrote K/V under the
-// attached policies: an object for --json reports, or one stderr line; without policies null / nothing.
+// attached policies: an object for --json reports (null without policies), and as one stderr line.
 nlohmann::json policy_sparsity(const Transformer& tf);
-void print_policy_sparsity(const Transformer& tf);
+void print_sparsity(const nlohmann::json& sparsity);
 
 // The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
 // directory, i.e. next to the repository when run from its root).

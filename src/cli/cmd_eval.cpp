@@ -6,59 +6,59 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_common.h"
-#include "cli/eval_runs.h"
+#include "cli/reports.h"
 #include "core/error.h"
 
 namespace ts::cli {
 namespace {
 
-struct EvalOptions {
-  ModelOptions model;
-  std::vector<std::string> tasks;
-  TaskSelection selection;
-  std::optional<uint64_t> seed;
+struct EvalOptions : EvalRequest {
   bool json = false;
-  std::string samples_path;  // per-example records as JSON Lines; "" = none
 };
 
-void print_results(const std::vector<std::unique_ptr<TaskRun>>& runs, const Transformer& tf, bool json) {
-  if (json) {
-    nlohmann::ordered_json j = nlohmann::ordered_json::object();  // tasks in the order given
-    for (const auto& r : runs) j[r->name()] = r->metrics();
-    if (tf.policies()) j["sparsity"] = policy_sparsity(tf);
+void eval(EvalOptions o) {
+  std::vector<std::unique_ptr<TaskRun>> runs = load_eval_tasks(o);  // a bad data file fails first
+  auto model = Model::load(o.model.model_path);
+  const nlohmann::ordered_json j = eval_report(*model, o, runs);
+  if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("%-14s %6s  %s\n", "task", "n", "score");
   for (const auto& r : runs) std::printf("%-14s %6zu  %s\n", r->name().c_str(), r->n(), r->summary().c_str());
-  print_policy_sparsity(tf);
+  if (j.contains("sparsity")) print_sparsity(j["sparsity"]);
 }
 
-void eval(EvalOptions o) {
+}  // namespace
+
+std::vector<std::unique_ptr<TaskRun>> load_eval_tasks(EvalRequest& o) {
   o.selection.seed = o.seed;
   o.selection.grid.seed = o.seed.value_or(0);
-  // Every task's data first, so a bad data file fails before any model work.
   std::vector<std::unique_ptr<TaskRun>> runs;
   for (const std::string& name : o.tasks) runs.push_back(load_task_run(name, o.selection));
-  auto model = Model::load(o.model.model_path);
-  const size_t limit = o.model.ctx ? o.model.ctx : model->config().n_ctx_train;
+  return runs;
+}
+
+nlohmann::ordered_json eval_report(const Model& model, const EvalRequest& o,
+                                   std::vector<std::unique_ptr<TaskRun>>& runs) {
+  const size_t limit = o.model.ctx ? o.model.ctx : model.config().n_ctx_train;
   size_t longest = 0;
-  for (auto& run : runs) longest = std::max(longest, run->prepare(model->tokenizer(), limit));
+  for (auto& run : runs) longest = std::max(longest, run->prepare(model.tokenizer(), limit));
   // The cache only needs the longest input; longer multiple-choice inputs are left-truncated.
-  EvalRuntime rt(o.model, *model, std::max<size_t>(1, std::min(longest, limit)));
+  EvalRuntime rt(o.model, model, std::max<size_t>(1, std::min(longest, limit)));
   std::ofstream samples;
   if (!o.samples_path.empty()) {
     samples.open(o.samples_path);
     TS_CHECK(samples, o.samples_path, ": cannot create file");
   }
   for (auto& run : runs)
-    run->run(rt.transformer(), model->tokenizer(), samples.is_open() ? &samples : nullptr);
+    run->run(rt.transformer(), model.tokenizer(), samples.is_open() ? &samples : nullptr);
   TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
-  print_results(runs, rt.transformer(), o.json);
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();  // tasks in the order given
+  for (const auto& r : runs) j[r->name()] = r->metrics();
+  if (rt.transformer().policies()) j["sparsity"] = policy_sparsity(rt.transformer());
+  return j;
 }
-
-}  // namespace
 
 void register_eval(CLI::App& app) {
   auto opts = std::make_shared<EvalOptions>();

@@ -3,7 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_common.h"
+#include "cli/reports.h"
 #include "policies/builtin_policies.h"
 #include "runtime/kv_cache.h"
 
@@ -18,21 +18,33 @@ struct InfoOptions {
 
 void info(const InfoOptions& o) {
   auto model = Model::load(o.model.model_path);
-  const ModelConfig& c = model->config();
-  const Tokenizer& tok = model->tokenizer();
+  const nlohmann::json j = info_report(*model, o.model.model_path, o.policies);
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  for (auto& [k, v] : j.items()) std::printf("%-20s %s\n", k.c_str(), v.dump().c_str());
+}
+
+}  // namespace
+
+nlohmann::json info_report(const Model& model, const std::string& path,
+                           const std::vector<std::string>& policies) {
+  const ModelConfig& c = model.config();
+  const Tokenizer& tok = model.tokenizer();
   std::map<std::string, size_t> type_counts;
   uint64_t n_params = 0;
-  for (const GgufTensor& t : model->gguf().tensors()) {
+  for (const GgufTensor& t : model.gguf().tensors()) {
     ++type_counts[std::string(quant_traits(t.type).name)];
     n_params += t.n_elements;
   }
   // Tied models store no output.weight, so parameters counted are the distinct stored ones.
-  const std::unique_ptr<PolicyStack> stack = make_policy_stack(o.policies, *model);
+  const std::unique_ptr<PolicyStack> stack = make_policy_stack(policies, model);
   const KvFormat format = stack && stack->kv_format() ? *stack->kv_format() : KvFormat{};
   const KvCache one_token(c.n_layers, 1, size_t{c.n_kv_heads} * c.head_dim, c.head_dim, format);
   nlohmann::json j = {
-      {"file", o.model.model_path},
-      {"gguf_version", model->gguf().version()},
+      {"file", path},
+      {"gguf_version", model.gguf().version()},
       {"name", c.name},
       {"architecture", c.arch},
       {"n_layers", c.n_layers},
@@ -48,11 +60,11 @@ void info(const InfoOptions& o) {
       {"rms_eps", c.rms_eps},
       {"n_vocab", c.n_vocab},
       {"n_params", n_params},
-      {"weight_bytes", model->weight_bytes()},
+      {"weight_bytes", model.weight_bytes()},
       {"kv_format", format.describe()},
       {"kv_bytes_per_token", one_token.bytes_per_token()},
       {"kv_full_token_bytes", one_token.full_token_bytes() * c.n_layers},
-      {"tied_output", model->gguf().find_tensor("output.weight") == nullptr},
+      {"tied_output", model.gguf().find_tensor("output.weight") == nullptr},
       {"tokenizer",
        {{"model", tok.model_name()},
         {"pre", tok.pre_name()},
@@ -61,14 +73,8 @@ void info(const InfoOptions& o) {
         {"add_bos", tok.add_bos_default()}}},
       {"tensor_types", type_counts},
   };
-  if (o.json) {
-    std::printf("%s\n", j.dump().c_str());
-    return;
-  }
-  for (auto& [k, v] : j.items()) std::printf("%-20s %s\n", k.c_str(), v.dump().c_str());
+  return j;
 }
-
-}  // namespace
 
 void register_info(CLI::App& app) {
   auto opts = std::make_shared<InfoOptions>();

@@ -41,9 +41,10 @@ std::vector<std::vector<int32_t>> texts(const OutlierProbe& o, const Model& mode
 // The positions KVSink keeps on one text (the policy itself, on a dense cache).
 std::vector<uint32_t> sink_positions(const Model& model, ThreadPool& pool, const std::vector<int32_t>& text,
                                      const OutlierProfile& p, size_t k) {
-  PolicyOptions opts(PolicySpec::parse("kvsink:k=" + std::to_string(k) +
-                                       ",layer=" + std::to_string(p.emergence_layer) +
-                                       ",channel=" + std::to_string(p.channel)));
+  PolicyOptions opts(
+      PolicySpec::parse("kvsink:k=" + std::to_string(k) + ",layer=" + std::to_string(p.emergence_layer) +
+                        ",channel=" + std::to_string(p.channel)),
+      KvSink::options());
   auto owned = std::make_unique<KvSink>(opts);
   KvSink* sink = owned.get();
   std::vector<std::unique_ptr<Policy>> ps;

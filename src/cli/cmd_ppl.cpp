@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_common.h"
+#include "cli/reports.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "eval/perplexity.h"
@@ -18,26 +18,43 @@
 namespace ts::cli {
 namespace {
 
-struct PplOptions {
-  ModelOptions model;
-  std::string file, dataset, data_dir, protocol;  // protocol "" = the dataset's default
-  size_t stride = 0;                              // 0 = CTX
-  size_t chunks = 0;                              // 0 = all
-  std::string samples_path;                       // per-window records as JSON Lines; "" = none
+struct PplOptions : PplRequest {
   bool json = false;
 };
 
 void ppl(const PplOptions& o) {
-  // Flag combinations are usage errors (exit 2), like the checks CLI11 makes itself.
-  if (o.file.empty() == o.dataset.empty()) throw CLI::RequiredError("-f FILE or --dataset NAME");
-  const bool c4 = o.dataset == "c4";
-  const std::string protocol = !o.protocol.empty() ? o.protocol : c4 ? "stride" : "llamacpp";
-  if (protocol != "stride" && o.stride) throw CLI::ValidationError("--stride", "needs --protocol stride");
+  ppl_protocol(o);  // usage errors before any file is read
   const PplCorpus corpus =
       o.file.empty() ? load_ppl_corpus(o.dataset, o.data_dir) : PplCorpus{o.file, read_text_file(o.file)};
   auto model = Model::load(o.model.model_path);
-  const Tokenizer& tok = model->tokenizer();
-  const size_t n_ctx = c4 ? choose_ctx(o.model, *model, 2048) : o.model.ctx ? o.model.ctx : 512;
+  const nlohmann::json j = ppl_report(*model, o, corpus, !o.json);
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf(
+      "\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
+      j["ppl"].get<double>(), j["ppl_stderr"].get<double>(), j["tokens_scored"].get<size_t>(),
+      j["chunks"].get<size_t>(), j["ctx"].get<size_t>(), j["protocol"].get<std::string>().c_str());
+  if (j.contains("sparsity")) print_sparsity(j["sparsity"]);
+}
+
+}  // namespace
+
+std::string ppl_protocol(const PplRequest& o) {
+  // Flag combinations are usage errors (exit 2), like the checks CLI11 makes itself.
+  if (o.file.empty() == o.dataset.empty()) throw CLI::RequiredError("-f FILE or --dataset NAME");
+  const std::string protocol = !o.protocol.empty() ? o.protocol : o.dataset == "c4" ? "stride" : "llamacpp";
+  if (protocol != "stride" && o.stride) throw CLI::ValidationError("--stride", "needs --protocol stride");
+  return protocol;
+}
+
+nlohmann::json ppl_report(const Model& model, const PplRequest& o, const PplCorpus& corpus,
+                          bool print_windows) {
+  const bool c4 = o.dataset == "c4";
+  const std::string protocol = ppl_protocol(o);
+  const Tokenizer& tok = model.tokenizer();
+  const size_t n_ctx = c4 ? choose_ctx(o.model, model, 2048) : o.model.ctx ? o.model.ctx : 512;
   // As llama-perplexity: special-token text in the file is plain text; BOS only if the model adds it.
   std::vector<int32_t> tokens = tok.encode(corpus.text, tok.add_bos_default(), /*parse_special=*/false);
   const size_t tokens_total = tokens.size();
@@ -49,7 +66,7 @@ void ppl(const PplOptions& o) {
   }
   const size_t stride = o.stride ? o.stride : n_ctx;
 
-  EvalRuntime rt(o.model, *model, n_ctx);
+  EvalRuntime rt(o.model, model, n_ctx);
   const size_t all_windows =
       protocol == "stride" ? strided_window_count(tokens.size(), n_ctx, stride) : tokens.size() / n_ctx;
   std::ofstream samples;
@@ -59,8 +76,10 @@ void ppl(const PplOptions& o) {
   }
   Progress progress("ppl", o.chunks ? std::min(o.chunks, all_windows) : all_windows);
   const OnWindow on_window = [&](size_t done, const NllAccumulator& acc, std::span<const double> log_probs) {
-    if (!o.json) std::printf("[%zu]%.4f,", done, acc.ppl());
-    std::fflush(stdout);
+    if (print_windows) {
+      std::printf("[%zu]%.4f,", done, acc.ppl());
+      std::fflush(stdout);
+    }
     if (samples.is_open()) {  // one line per window: what `tokensieve compare` pairs and resamples
       nlohmann::json nll = nlohmann::json::array();
       double sum = 0.0;
@@ -83,30 +102,21 @@ void ppl(const PplOptions& o) {
                                                 tok.add_bos_default() ? tok.bos() : -1, on_window);
   progress.finish();
   TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
-  if (o.json) {
-    nlohmann::json j = {{"ppl", r.acc.ppl()},
-                        {"ppl_stderr", r.acc.ppl_stderr()},
-                        {"tokens_scored", r.acc.count},
-                        {"chunks", r.chunks},
-                        {"ctx", n_ctx},
-                        {"tokens_total", tokens_total},
-                        {"tokens_used", tokens.size()},
-                        {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
-                        {"protocol", protocol},
-                        {"file", corpus.path},
-                        {"model", o.model.model_path}};
-    if (protocol == "stride") j["stride"] = stride;
-    if (rt.transformer().policies()) j["sparsity"] = policy_sparsity(rt.transformer());
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf(
-        "\nFinal estimate: PPL = %.4f +/- %.5f (%zu tokens scored in %zu windows of %zu, %s protocol)\n",
-        r.acc.ppl(), r.acc.ppl_stderr(), r.acc.count, r.chunks, n_ctx, protocol.c_str());
-    print_policy_sparsity(rt.transformer());
-  }
+  nlohmann::json j = {{"ppl", r.acc.ppl()},
+                      {"ppl_stderr", r.acc.ppl_stderr()},
+                      {"tokens_scored", r.acc.count},
+                      {"chunks", r.chunks},
+                      {"ctx", n_ctx},
+                      {"tokens_total", tokens_total},
+                      {"tokens_used", tokens.size()},
+                      {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
+                      {"protocol", protocol},
+                      {"file", corpus.path},
+                      {"model", o.model.model_path}};
+  if (protocol == "stride") j["stride"] = stride;
+  if (rt.transformer().policies()) j["sparsity"] = policy_sparsity(rt.transformer());
+  return j;
 }
-
-}  // namespace
 
 void register_ppl(CLI::App& app) {
   auto opts = std::make_shared<PplOptions>();

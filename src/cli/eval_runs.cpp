@@ -59,7 +59,7 @@ class McRun : public TaskRun {
     Progress progress(name_, examples_.size());
     for (size_t e = 0; e < examples_.size(); ++e) {
       std::vector<double> lls;
-      for (const TokenizedPair& pair : requests_[e]) lls.push_back(scorer.score(pair));
+      for (const TokenizedPair& pair : requests_[e]) lls.push_back(scorer.score(pair).log_prob);
       const McOutcome outcome = judge(examples_[e], lls);
       acc.add(outcome);
       if (samples) {

@@ -29,7 +29,7 @@ TokenizedPair encode_pair(const Tokenizer& tok, std::string_view context, std::s
   return p;
 }
 
-double LoglikelihoodScorer::score(const TokenizedPair& pair) {
+Loglikelihood LoglikelihoodScorer::score(const TokenizedPair& pair) {
   std::vector<int32_t> tokens = pair.context;
   tokens.insert(tokens.end(), pair.continuation.begin(), pair.continuation.end());
   // All tokens but the last are fed; drop from the left what does not fit.
@@ -41,11 +41,14 @@ double LoglikelihoodScorer::score(const TokenizedPair& pair) {
   // A policy that ranks a call's tokens together would see only the unshared part: no reuse then,
   // so every request is scored as one whole call whatever came before it.
   const size_t shared = tf_.ranks_whole_calls() ? 0 : common_prefix(cached_, tokens);
-  double sum = 0.0;
-  score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](double lp) { sum += lp; });
+  Loglikelihood ll;
+  score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](const TokenScore& s) {
+    ll.log_prob += s.log_prob;
+    ll.greedy = ll.greedy && s.greedy;
+  });
   tokens.pop_back();
   cached_ = std::move(tokens);
-  return sum;
+  return ll;
 }
 
 }  // namespace ts

@@ -24,10 +24,15 @@ TokenizedPair encode_pair(const Tokenizer& tok, std::string_view context, std::s
 // shares with the previous one, so a context scored with several continuations in a row is
 // prefilled once (not under a policy that ranks whole calls: see score()). Inputs longer than the
 // transformer's context lose tokens from the left, as in lm-eval (the continuation itself must fit).
+struct Loglikelihood {
+  double log_prob = 0.0;  // sum over the continuation's tokens
+  bool greedy = true;     // every continuation token is the arg-max (lm-eval's is_greedy)
+};
+
 class LoglikelihoodScorer {
  public:
   explicit LoglikelihoodScorer(Transformer& tf) : tf_(tf) {}
-  double score(const TokenizedPair& pair);
+  Loglikelihood score(const TokenizedPair& pair);
 
  private:
   Transformer& tf_;

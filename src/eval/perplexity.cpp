@@ -35,9 +35,9 @@ PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>&
     std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(c * n_ctx), n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
     log_probs.clear();
-    score_tokens(tf, window, 0, n_ctx / 2 + 1, [&](double lp) {
-      r.acc.add(lp);
-      log_probs.push_back(lp);
+    score_tokens(tf, window, 0, n_ctx / 2 + 1, [&](const TokenScore& s) {
+      r.acc.add(s.log_prob);
+      log_probs.push_back(s.log_prob);
     });
     on_chunk(c + 1, r.acc, log_probs);
   }
@@ -64,9 +64,9 @@ PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>&
     const size_t begin = w * stride, end = std::min(begin + n_ctx, tokens.size());
     const std::span<const int32_t> window(tokens.data() + begin, end - begin);
     log_probs.clear();
-    score_tokens(tf, window, 0, std::max(scored_end, begin + 1) - begin, [&](double lp) {
-      r.acc.add(lp);
-      log_probs.push_back(lp);
+    score_tokens(tf, window, 0, std::max(scored_end, begin + 1) - begin, [&](const TokenScore& s) {
+      r.acc.add(s.log_prob);
+      log_probs.push_back(s.log_prob);
     });
     scored_end = end;
     on_window(w + 1, r.acc, log_probs);

@@ -7,16 +7,18 @@
 
 namespace ts {
 
-double token_log_prob(const float* logits, size_t n_vocab, int32_t target) {
-  float mx = logits[0];
-  for (size_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+TokenScore token_score(const float* logits, size_t n_vocab, int32_t target) {
+  size_t arg_max = 0;
+  for (size_t i = 1; i < n_vocab; ++i)
+    if (logits[i] > logits[arg_max]) arg_max = i;
+  const float mx = logits[arg_max];
   double sum = 0.0;
   for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
-  return double(logits[target]) - mx - std::log(sum);
+  return {double(logits[target]) - mx - std::log(sum), arg_max == static_cast<size_t>(target)};
 }
 
 void score_tokens(Transformer& tf, std::span<const int32_t> tokens, size_t keep, size_t first_target,
-                  const std::function<void(double)>& on_log_prob) {
+                  const std::function<void(const TokenScore&)>& on_score) {
   TS_CHECK(keep < first_target && first_target < tokens.size() && keep <= tf.n_past(),
            "score_tokens: bad ranges (keep ", keep, ", first target ", first_target, ", ", tokens.size(),
            " tokens, ", tf.n_past(), " cached)");
@@ -29,7 +31,7 @@ void score_tokens(Transformer& tf, std::span<const int32_t> tokens, size_t keep,
                     [&](size_t first_row, std::span<const float> logits) {
                       for (size_t r = 0; r < logits.size() / n_vocab; ++r) {
                         const int32_t target = tokens[keep + first_row + r + 1];
-                        on_log_prob(token_log_prob(&logits[r * n_vocab], n_vocab, target));
+                        on_score(token_score(&logits[r * n_vocab], n_vocab, target));
                       }
                     });
 }

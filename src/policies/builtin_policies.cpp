@@ -22,83 +22,63 @@ std::unique_ptr<Policy> make(PolicyOptions& options) {
   return std::make_unique<P>(options);
 }
 
+template <typename P>
+PolicyEntry entry(std::string name, std::string class_name, std::string summary) {
+  return {std::move(name), std::move(class_name), std::move(summary), P::options(), make<P>};
+}
+
+PolicyEntry zipvl_entry(std::string name, std::string class_name, std::string summary, ZipVL::Budget budget) {
+  return {std::move(name), std::move(class_name), std::move(summary), ZipVL::options(budget),
+          [budget](PolicyOptions& o) { return std::make_unique<ZipVL>(o, budget); }};
+}
+
+// Each policy declares its options (P::options()); here only its name, Python class and summary.
 PolicyRegistry build_registry() {
   PolicyRegistry r;
-  r.add(
-      {"orthorank",
-       "layers=LIST|profile=FILE[,ratio=0.333][,select=ortho|reverse|random][,seed=N][,stage=normed|residual]"
-       "[,kv=all|selected]: in those layers only the tokens most orthogonal to the sink run the layer",
-       make<OrthoRank>});
-  r.add({"sleb", "layers=LIST|profile=FILE: remove those layers (SLEB's search)", make<LayerRemoval>});
-  r.add({"shortened", "layers=LIST|profile=FILE: remove those layers (Shortened LLaMA's one-shot search)",
-         make<LayerRemoval>});
-  r.add({"tokenfilter",
-         "ratio=0.5[,tail=0.5][,placement=tail|head|uniform][,select=kv|k|v|random]"
-         "[,fusion=printed|intent|mean][,anchor=ema|mean][,decay=0.9][,anchor_update=after|before]"
-         "[,variance=instant|running][,update=eq4|alg1][,control=layer|global][,lr=0.01][,threshold=0.5]"
-         "[,state=sequence|run][,decide=token|call][,kv=drop|cache][,seed=N]: Token Filtering, tokens whose "
-         "K/V resemble the running anchors skip attention in the last tail fraction of layers",
-         make<TokenFilter>});
-  r.add({"attnremove",
-         "ratio=R[,placement=tail|head][,kv=drop|cache]: no attention in the last (first) "
-         "round(R*L) layers for any token; the FFN runs",
-         make<AttentionRemoval>});
+  r.add(entry<OrthoRank>(
+      "orthorank", "OrthoRank",
+      "paper 000: in the chosen layers only the tokens most orthogonal to the sink run the layer"));
+  r.add(entry<LayerRemoval>("sleb", "SLEB", "remove the chosen layers (SLEB's search)"));
+  r.add(entry<LayerRemoval>("shortened", "Shortened",
+                            "remove the chosen layers (Shortened LLaMA's one-shot search)"));
+  r.add(entry<TokenFilter>("tokenfilter", "TokenFilter",
+                           "paper 003: tokens whose K/V resemble the running anchors skip attention in the "
+                           "filtered layers"));
+  r.add(entry<AttentionRemoval>(
+      "attnremove", "AttentionRemoval",
+      "no attention in the last (first) round(ratio*L) layers for any token; the FFN runs"));
   // Paper 001's sparse-decode methods: per query head, budget(pos) = ceil((pos+1)*keep) keys plus
-  // 4 sink positions, on layers >= 1 (policies/key_budget.h).
-  const std::string common = "[,sinks=4][,first_layer=1]";
-  r.add({"oracle",
-         "keep=F" + common + ": each query head attends to its keep fraction of keys with the largest q.k",
-         make<OracleKeys>});
-  r.add({"h2o",
-         "keep=F[,shared=0|1]" + common +
-             ": H2O, evicting per head (shared=1: per KV head's group) by accumulated attention, half the "
-             "budget recent",
-         make<H2OKeys>});
-  r.add({"snapkv",
-         "keep=F[,window=32][,pool=7][,shared=0|1]" + common +
-             ": SnapKV, evicting per head (shared=1: per KV head's group) by the observation window's pooled "
-             "attention",
-         make<SnapKVKeys>});
-  r.add({"quest",
-         "keep=F[,page=16][,shared=0|1]" + common +
-             ": Quest, query-aware selection of pages by min/max key bounds (shared=1: one selection per KV "
-             "head's group)",
-         make<QuestKeys>});
-  r.add(
-      {"tokenbutler",
-       "keep=F,predictor=FILE[,recent=0][,shared=0|1][,keys=f16|i8]" + common +
-           ": TokenButler, each query head (shared=1: each KV head's group) attends to the keys its trained "
-           "predictor scores highest",
-       make<TokenButlerKeys>});
-  r.add({"streaming", "window=N|keep=F" + common + ": StreamingLLM, sink positions plus a recent window",
-         make<StreamingKeys>});
-  r.add(
-      {"zipvl",
-       "[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]"
-       "[,mixed=1[,high=4|8|16][,low=2][,group=128]]: per layer only the prompt tokens holding tau of the "
-       "(probe-estimated) attention run attention and stay in the KV cache (mixed=1: the others stay at low "
-       "precision)",
-       [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Tau); }});
-  r.add({"fixedratio",
-         "keep=R[,after=2][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=..]"
-         "[,mixed=1,..]: ZipVL's "
-         "selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
-         [](PolicyOptions& o) { return std::make_unique<ZipVL>(o, ZipVL::Budget::Fixed); }});
-  r.add({"kvquant",
-         "bits=8|4|2[,group=128][,mode=token|kivi][,residual=0][,prefill=full|quantized][,ranges=dynamic|"
-         "static,"
-         "profile=FILE[,excluding=kvsink|pfn|none]]: low-bit KV cache (asymmetric RTN; values per token, "
-         "keys per "
-         "token or per channel as KIVI; ranges per group, or calibrated by tokensieve calibrate kvsink)",
-         make<KvQuant>});
-  r.add({"pfn", "n=N: Preserve-First-N, positions 0..N-1 keep full-precision K/V under kvquant",
-         make<PreserveFirstN>});
-  r.add({"kvsink",
-         "k=5,profile=FILE|layer=L,channel=C: KVSink, the k prefill tokens with the largest |h[:, C]| after "
-         "block "
-         "L keep full-precision K/V in later layers under kvquant (profile: tokensieve calibrate kvsink -o "
-         "FILE)",
-         make<KvSink>});
+  // the sink positions, on layers >= first_layer (policies/key_budget.h).
+  r.add(entry<OracleKeys>("oracle", "Oracle",
+                          "each query head attends to its keep fraction of keys with the largest q.k"));
+  r.add(entry<H2OKeys>("h2o", "H2O",
+                       "H2O: evicting per head by accumulated attention, half the budget recent"));
+  r.add(entry<SnapKVKeys>("snapkv", "SnapKV",
+                          "SnapKV: evicting per head by the observation window's pooled attention"));
+  r.add(entry<QuestKeys>("quest", "Quest", "Quest: query-aware selection of pages by min/max key bounds"));
+  r.add(entry<TokenButlerKeys>(
+      "tokenbutler", "TokenButler",
+      "paper 001: each query head attends to the keys its trained predictor scores highest"));
+  r.add(entry<StreamingKeys>("streaming", "StreamingLLM",
+                             "StreamingLLM: the sink positions plus a recent window"));
+  r.add(zipvl_entry(
+      "zipvl", "ZipVL",
+      "paper 004: per layer only the prompt tokens holding tau of the (probe-estimated) attention "
+      "run attention and stay in the KV cache",
+      ZipVL::Budget::Tau));
+  r.add(zipvl_entry(
+      "fixedratio", "FixedRatio",
+      "ZipVL's selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
+      ZipVL::Budget::Fixed));
+  r.add(entry<KvQuant>(
+      "kvquant", "KVQuant",
+      "low-bit KV cache (asymmetric RTN; values per token, keys per token or per channel as KIVI)"));
+  r.add(entry<PreserveFirstN>("pfn", "PFN",
+                              "Preserve-First-N: the first positions keep full-precision K/V under kvquant"));
+  r.add(entry<KvSink>(
+      "kvsink", "KVSink",
+      "paper 002: the k prompt tokens with the largest outlier activation keep full-precision K/V "
+      "under kvquant"));
   return r;
 }
 
@@ -107,6 +87,32 @@ PolicyRegistry build_registry() {
 const PolicyRegistry& builtin_policies() {
   static const PolicyRegistry registry = build_registry();
   return registry;
+}
+
+nlohmann::ordered_json describe_policies(const PolicyRegistry& registry) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const PolicyEntry& e : registry.entries()) {
+    nlohmann::ordered_json options = nlohmann::ordered_json::array();
+    for (const PolicyOption& o : e.options) {
+      nlohmann::ordered_json j = {
+          {"key", o.key},
+          {"type", o.type_name()},
+          {"default", o.fallback.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.fallback)},
+          {"help", o.help}};
+      if (o.type == OptionType::Number || o.type == OptionType::Integer) {
+        j["min"] = o.min;
+        j["max"] = o.max;
+      }
+      if (o.type == OptionType::Choice) j["choices"] = o.choices;
+      options.push_back(j);
+    }
+    entries.push_back({{"name", e.name},
+                       {"class", e.class_name},
+                       {"summary", e.summary},
+                       {"usage", e.usage()},
+                       {"options", options}});
+  }
+  return entries;
 }
 
 std::unique_ptr<PolicyStack> make_policy_stack(std::span<const std::string> specs, const Model& model) {

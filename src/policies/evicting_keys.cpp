@@ -11,10 +11,14 @@
 
 namespace ts {
 
+PolicyOptionList EvictingKeys::options() {
+  return KeyBudget::options() +
+         PolicyOptionList{
+             integer_option("shared", 0, 1, "0", "1: one active set per KV head's group of query heads")};
+}
+
 EvictingKeys::EvictingKeys(PolicyOptions& options)
-    : Policy(options.spec()),
-      budget_(options, -1),
-      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {}
+    : Policy(options.spec()), budget_(options, -1), shared_(*options.integer("shared") == 1) {}
 
 void EvictingKeys::bind(const Model& model) {
   budget_.bind(model, name());

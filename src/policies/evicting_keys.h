@@ -31,6 +31,7 @@ namespace ts {
 class EvictingKeys : public Policy {
  public:
   EvictingKeys(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   bool selects_per_group() const override { return shared_; }

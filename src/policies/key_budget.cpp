@@ -10,15 +10,21 @@
 
 namespace ts {
 
+PolicyOptionList KeyBudget::options() {
+  return {number_option("keep", 0, 1, "", "the fraction of keys each query attends to"),
+          integer_option("sinks", 0, 1u << 20, "4", "first positions always kept"),
+          integer_option("first_layer", 0, 1u << 16, "1", "layers before it attend densely")};
+}
+
 KeyBudget::KeyBudget(PolicyOptions& options, double keep_default) {
-  const std::optional<double> keep = options.take_double("keep", 0, 1);
+  const std::optional<double> keep = options.number("keep");
   TS_CHECK(keep || keep_default >= 0, "policy ", options.spec().name,
            ": give keep=F, the fraction of keys kept");
   keep_given_ = keep.has_value();
   keep_ = keep ? *keep : keep_default;
   TS_CHECK(keep_ > 0, "policy ", options.spec().name, ": keep must be above 0");
-  sinks_ = options.take_uint("sinks", 0, 1u << 20).value_or(4);
-  first_layer_ = static_cast<uint32_t>(options.take_uint("first_layer", 0, 1u << 16).value_or(1));
+  sinks_ = *options.integer("sinks");
+  first_layer_ = static_cast<uint32_t>(*options.integer("first_layer"));
 }
 
 void KeyBudget::bind(const Model& model, const std::string& policy) {

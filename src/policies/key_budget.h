@@ -19,6 +19,7 @@ class KeyBudget {
  public:
   // keep_default < 0: keep= is required.
   KeyBudget(PolicyOptions& options, double keep_default);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   // The SelectKeys claim for layers first_layer.. of the model.
   void bind(const Model& model, const std::string& policy);

@@ -13,6 +13,7 @@ class LayerChoice {
  public:
   // Takes layers= and profile= from the options.
   explicit LayerChoice(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
   // The listed layers, or the profile's after checking that it is for `policy` on this model.
   void bind(const Model& model, const std::string& policy);
   const std::vector<uint32_t>& layers() const { return layers_; }

@@ -12,10 +12,16 @@
 namespace ts {
 
 struct PolicyEntry {
-  std::string name;
-  std::string help;  // one line: what it does and its options
-  // Reads its options with take_*; the registry calls finish() afterwards.
+  std::string name;        // in specs: NAME:KEY=VALUE,...
+  std::string class_name;  // in Python: tokensieve.policies.<class_name>
+  std::string summary;     // one line: what it does
+  PolicyOptionList options;
+  // Reads the declared options; the registry calls finish() afterwards.
   std::function<std::unique_ptr<Policy>(PolicyOptions&)> make;
+
+  // "[KEY=VALUE][,KEY=VALUE]...": the options as a spec writes them, each at its fallback.
+  std::string usage() const;
+  std::string help() const;  // "NAME:usage: summary"
 };
 
 class PolicyRegistry {

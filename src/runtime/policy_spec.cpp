@@ -65,49 +65,132 @@ std::string PolicySpec::text() const {
   return s;
 }
 
-const std::string* PolicyOptions::find(std::string_view key) {
-  known_.emplace_back(key);
-  for (const auto& [k, v] : spec_.options)
-    if (k == key) return &v;
-  return nullptr;
-}
-
 void PolicyOptions::bad_value(std::string_view key, const std::string& value, std::string_view want) const {
   fail("policy ", spec_.name, ": option ", key, "=", value, " is not ", want);
 }
 
-std::optional<std::string> PolicyOptions::take_string(std::string_view key) {
-  const std::string* v = find(key);
-  if (!v) return std::nullopt;
-  if (v->empty()) bad_value(key, *v, "a value");
-  return *v;
+PolicyOption number_option(std::string key, double min, double max, std::string fallback, std::string help) {
+  return {std::move(key), OptionType::Number, std::move(fallback), std::move(help), min, max, {}};
+}
+PolicyOption integer_option(std::string key, uint64_t min, uint64_t max, std::string fallback,
+                            std::string help) {
+  return {std::move(key),
+          OptionType::Integer,
+          std::move(fallback),
+          std::move(help),
+          double(min),
+          double(max),
+          {}};
+}
+PolicyOption choice_option(std::string key, std::vector<std::string> choices, std::string help) {
+  std::string first = choices.at(0);
+  return {std::move(key), OptionType::Choice, std::move(first), std::move(help), 0, 0, std::move(choices)};
+}
+PolicyOption list_option(std::string key, std::string help) {
+  return {std::move(key), OptionType::List, "", std::move(help), 0, 0, {}};
+}
+PolicyOption path_option(std::string key, std::string help) {
+  if (!is_file_option(key)) throw std::logic_error("policy option '" + key + "' is not a file option");
+  return {std::move(key), OptionType::Path, "", std::move(help), 0, 0, {}};
+}
+PolicyOption text_option(std::string key, std::string fallback, std::string help) {
+  return {std::move(key), OptionType::Text, std::move(fallback), std::move(help), 0, 0, {}};
+}
+PolicyOptionList operator+(PolicyOptionList a, const PolicyOptionList& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
-std::optional<std::string> PolicyOptions::take_path(std::string_view key) {
-  if (!is_file_option(key))
-    throw std::logic_error("policy option '" + std::string(key) + "' is not a file option");
-  return take_string(key);
+const char* PolicyOption::type_name() const {
+  switch (type) {
+    case OptionType::Number:
+      return "number";
+    case OptionType::Integer:
+      return "integer";
+    case OptionType::Choice:
+      return "choice";
+    case OptionType::List:
+      return "list";
+    case OptionType::Path:
+      return "path";
+    case OptionType::Text:
+      return "text";
+  }
+  return "text";
 }
 
-std::optional<double> PolicyOptions::take_double(std::string_view key, double min, double max) {
-  const std::string* v = find(key);
+std::string PolicyOption::usage() const {
+  switch (type) {
+    case OptionType::Choice: {
+      std::string names;
+      for (const std::string& c : choices) names += (names.empty() ? "" : "|") + c;
+      return key + "=" + names;
+    }
+    case OptionType::List:
+      return key + "=LIST";
+    case OptionType::Path:
+      return key + "=FILE";
+    default:
+      return key + "=" + (fallback.empty() ? (type == OptionType::Number ? "F" : "N") : fallback);
+  }
+}
+
+std::pair<const PolicyOption*, std::optional<std::string>> PolicyOptions::read(std::string_view key,
+                                                                               OptionType type) {
+  const auto d =
+      std::find_if(declared_.begin(), declared_.end(), [&](const PolicyOption& o) { return o.key == key; });
+  if (d == declared_.end() || d->type != type)
+    throw std::logic_error(cat("policy ", spec_.name, " reads option '", key, "' as it is not declared"));
+  read_.emplace_back(key);
+  for (auto& [k, v] : spec_.options) {
+    if (k != key) continue;
+    if (v.empty()) bad_value(key, v, "a value");
+    return {&*d, v};
+  }
+  if (d->fallback.empty()) return {&*d, std::nullopt};
+  return {&*d, d->fallback};
+}
+
+std::optional<std::string> PolicyOptions::text(std::string_view key) {
+  return read(key, OptionType::Text).second;
+}
+std::optional<std::string> PolicyOptions::path(std::string_view key) {
+  return read(key, OptionType::Path).second;
+}
+
+std::optional<double> PolicyOptions::number(std::string_view key) {
+  const auto [d, v] = read(key, OptionType::Number);
   if (!v) return std::nullopt;
   const std::optional<double> x = parse_number<double>(*v);
-  if (!x || !std::isfinite(*x) || *x < min || *x > max)
-    bad_value(key, *v, cat("a number in [", min, ", ", max, "]"));
+  if (!x || !std::isfinite(*x) || *x < d->min || *x > d->max)
+    bad_value(key, *v, cat("a number in [", d->min, ", ", d->max, "]"));
   return *x;
 }
 
-std::optional<uint64_t> PolicyOptions::take_uint(std::string_view key, uint64_t min, uint64_t max) {
-  const std::string* v = find(key);
+std::optional<uint64_t> PolicyOptions::integer(std::string_view key) {
+  const auto [d, v] = read(key, OptionType::Integer);
   if (!v) return std::nullopt;
   const std::optional<uint64_t> x = parse_number<uint64_t>(*v);
-  if (!x || *x < min || *x > max) bad_value(key, *v, cat("an integer in [", min, ", ", max, "]"));
+  // The range is declared as doubles; UINT64_MAX itself rounds up, so compare in long double.
+  if (!x || static_cast<long double>(*x) < d->min || static_cast<long double>(*x) > d->max)
+    bad_value(key, *v,
+              cat("an integer in [", static_cast<uint64_t>(d->min), ", ",
+                  d->max >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(d->max), "]"));
   return *x;
 }
 
-std::optional<std::vector<uint32_t>> PolicyOptions::take_uint_list(std::string_view key) {
-  const std::string* v = find(key);
+size_t PolicyOptions::choice_index(std::string_view key, size_t n_values) {
+  const auto [d, v] = read(key, OptionType::Choice);
+  if (d->choices.size() != n_values)
+    throw std::logic_error(cat("policy ", spec_.name, " maps ", n_values, " values to the ",
+                               d->choices.size(), " choices of '", key, "'"));
+  const auto c = std::find(d->choices.begin(), d->choices.end(), *v);
+  if (c == d->choices.end()) bad_value(key, *v, "one of " + d->usage().substr(d->key.size() + 1));
+  return static_cast<size_t>(c - d->choices.begin());
+}
+
+std::optional<std::vector<uint32_t>> PolicyOptions::list(std::string_view key) {
+  const std::optional<std::string> v = read(key, OptionType::List).second;
   if (!v) return std::nullopt;
   std::vector<uint32_t> xs;
   for (std::string_view item : split(*v, ',')) {
@@ -126,9 +209,12 @@ std::optional<std::vector<uint32_t>> PolicyOptions::take_uint_list(std::string_v
 
 void PolicyOptions::finish() const {
   for (const auto& [k, v] : spec_.options) {
-    if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
+    if (std::find(read_.begin(), read_.end(), k) != read_.end()) continue;
+    TS_CHECK(
+        std::none_of(declared_.begin(), declared_.end(), [&](const PolicyOption& o) { return o.key == k; }),
+        "policy ", spec_.name, ": option ", k, "= has no effect with the other options given");
     std::string known;
-    for (const std::string& name : known_) known += cat(known.empty() ? "" : ", ", name);
+    for (const PolicyOption& o : declared_) known += cat(known.empty() ? "" : ", ", o.key);
     fail("policy ", spec_.name, ": unknown option '", k, "' (",
          known.empty() ? "it takes no options" : "options: " + known, ")");
   }

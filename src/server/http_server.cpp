@@ -149,12 +149,11 @@ class HttpServer {
     });
     http_.Get("/v1/policies", [this](const httplib::Request&, httplib::Response& res) {
       json data = json::array();
-      for (const PolicyEntry& e : builtin_policies().entries()) {
-        const size_t colon = e.help.find(": ");
-        data.push_back({{"name", e.name},
-                        {"options", colon == std::string::npos ? "" : e.help.substr(0, colon)},
-                        {"description", colon == std::string::npos ? e.help : e.help.substr(colon + 2)}});
-      }
+      for (const auto& e : describe_policies(builtin_policies()))
+        data.push_back({{"name", e["name"]},
+                        {"options", e["usage"]},
+                        {"description", e["summary"]},
+                        {"parameters", e["options"]}});
       json_reply(res, {{"object", "list"}, {"data", data}, {"default", options_.default_policies}});
     });
     http_.Get("/v1/decisions/last", [this](const httplib::Request&, httplib::Response& res) {

@@ -9,6 +9,7 @@ Relative paths are taken from the repository root. Tests skip when a binary or m
 """
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -24,6 +25,10 @@ TS_BIN = _path("TS_BIN", "build/bin/tokensieve")
 TS_TEST_BIN = TS_BIN.parent / "ts_tests"
 TS_MODELS = _path("TS_MODELS", "models")
 TS_SHARED_DIR = _path("TS_SHARED_DIR", str(ROOT.parent / "shared"))
+# The Python package of the same build (tools/build.sh -DTS_PYTHON=ON lays it out there).
+TS_PYTHON_DIR = TS_BIN.parent.parent / "python"
+if (TS_PYTHON_DIR / "tokensieve").is_dir() and str(TS_PYTHON_DIR) not in sys.path:
+    sys.path.insert(0, str(TS_PYTHON_DIR))
 
 
 def pytest_configure(config):

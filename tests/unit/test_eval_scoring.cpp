@@ -2,18 +2,29 @@
 // against a brute-force computation: one fresh full forward pass, no cache reuse, no batching.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "eval/loglikelihood.h"
 #include "eval/perplexity.h"
+#include "eval/token_scoring.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "test_paths.h"
 
 namespace ts {
 namespace {
+
+TEST(TokenScore, GreedyIsTheFirstArgMaxAsTorch) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
+  const double log_z = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(-2.0));
+  EXPECT_TRUE(token_score(logits.data(), logits.size(), 1).greedy);
+  EXPECT_FALSE(token_score(logits.data(), logits.size(), 2).greedy);  // a tie: torch.argmax takes index 1
+  EXPECT_FALSE(token_score(logits.data(), logits.size(), 0).greedy);
+  EXPECT_NEAR(token_score(logits.data(), logits.size(), 3).log_prob, -2.0 - log_z, 1e-12);
+}
 
 class EvalScoring : public ::testing::Test {
  protected:
@@ -82,7 +93,7 @@ TEST_F(EvalScoring, ScorerWithPrefixReuseMatchesBruteForce) {
       const TokenizedPair p = encode_pair(tok(), context, continuation);
       std::vector<int32_t> all = p.context;
       all.insert(all.end(), p.continuation.begin(), p.continuation.end());
-      EXPECT_NEAR(scorer.score(p), brute_force(all, p.context.size()), 2e-4)
+      EXPECT_NEAR(scorer.score(p).log_prob, brute_force(all, p.context.size()), 2e-4)
           << threads << " threads: " << context << continuation;
     }
   }
@@ -101,7 +112,8 @@ TEST_F(EvalScoring, UnderAWholeCallPolicyEachRequestIsOneFreshCall) {
     const TokenizedPair p = encode_pair(tok(), "Lily went to the park with her mom.", continuation);
     std::vector<int32_t> all = p.context;
     all.insert(all.end(), p.continuation.begin(), p.continuation.end());
-    EXPECT_NEAR(scorer.score(p), brute_force(all, p.context.size(), nullptr, policy), 2e-4) << continuation;
+    EXPECT_NEAR(scorer.score(p).log_prob, brute_force(all, p.context.size(), nullptr, policy), 2e-4)
+        << continuation;
   }
 }
 
@@ -114,7 +126,7 @@ TEST_F(EvalScoring, ScorerLeftTruncatesLikeLmEval) {
   Transformer tf(*model_, pool, 20);
   LoglikelihoodScorer scorer(tf);
   const std::vector<int32_t> kept(all.end() - 21, all.end());
-  EXPECT_NEAR(scorer.score(p), brute_force(kept, kept.size() - 6), 2e-4);
+  EXPECT_NEAR(scorer.score(p).log_prob, brute_force(kept, kept.size() - 6), 2e-4);
   const TokenizedPair too_long{random_tokens(3, 3), random_tokens(25, 4)};
   EXPECT_THROW(scorer.score(too_long), Error);
 }
@@ -127,11 +139,11 @@ TEST_F(EvalScoring, ScoreTokensFromAWarmCache) {
   Transformer tf(*model_, pool, 64);
   tf.forward(std::span(tokens).first(10), false);  // the cache already holds the first 10
   std::vector<double> got;
-  score_tokens(tf, tokens, 10, 25, [&](double lp) { got.push_back(lp); });
+  score_tokens(tf, tokens, 10, 25, [&](const TokenScore& s) { got.push_back(s.log_prob); });
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
   EXPECT_EQ(tf.n_past(), tokens.size() - 1);
-  EXPECT_THROW(score_tokens(tf, tokens, 25, 25, [](double) {}), Error);
+  EXPECT_THROW(score_tokens(tf, tokens, 25, 25, [](const TokenScore&) {}), Error);
 }
 
 TEST_F(EvalScoring, StridedWindowCount) {

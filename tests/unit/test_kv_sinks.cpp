@@ -68,7 +68,7 @@ TEST_P(KvSinkPrompt, KeepsTheTopKAfterTheEmergenceLayer) {
   ThreadPool pool(2);
   const auto t = tokens(GetParam());
   Transformer tf(stories(), pool, GetParam() + 8);
-  PolicyOptions opts(PolicySpec::parse("kvsink:k=3,layer=1,channel=7"));
+  PolicyOptions opts(PolicySpec::parse("kvsink:k=3,layer=1,channel=7"), KvSink::options());
   auto owned = std::make_unique<KvSink>(opts);
   KvSink* sink = owned.get();
   std::vector<std::unique_ptr<Policy>> ps;

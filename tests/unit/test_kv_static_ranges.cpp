@@ -159,7 +159,7 @@ TEST(KvStaticRanges, CalibrationCoversWhatItSawAndLeavesOutThePreserved) {
   std::vector<std::pair<std::vector<KvRecorder::Row>, std::vector<uint32_t>>> seen;
   for (const auto& w : windows) {
     Transformer tf(stories(), pool, 64);
-    PolicyOptions o(PolicySpec::parse("kvsink:k=3,layer=1,channel=7"));
+    PolicyOptions o(PolicySpec::parse("kvsink:k=3,layer=1,channel=7"), KvSink::options());
     auto sink = std::make_unique<KvSink>(o);
     auto rec = std::make_unique<KvRecorder>();
     KvSink* s = sink.get();

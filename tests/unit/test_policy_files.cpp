@@ -51,10 +51,12 @@ TEST_F(PolicyFiles, OnlyFilesUnderTheGivenDirectories) {
   EXPECT_EQ(status("orthorank:profile=relative/x.json"), 400);
 }
 
-TEST(PolicyOptionsPaths, TakePathIsOnlyForFileOptions) {
-  PolicyOptions options(PolicySpec::parse("x:profile=p.json,ratio=0.5"));
-  EXPECT_EQ(options.take_path("profile"), "p.json");
-  EXPECT_THROW(options.take_path("ratio"), std::logic_error);
+TEST(PolicyOptionsPaths, PathOptionsAreOnlyFileOptions) {
+  PolicyOptions options(PolicySpec::parse("x:profile=p.json,ratio=0.5"),
+                        {path_option("profile", "p"), number_option("ratio", 0, 1, "", "r")});
+  EXPECT_EQ(options.path("profile"), "p.json");
+  EXPECT_THROW(options.path("ratio"), std::logic_error);
+  EXPECT_THROW(path_option("ratio", "r"), std::logic_error);
   EXPECT_TRUE(is_file_option("predictor"));
   EXPECT_FALSE(is_file_option("layers"));
 }

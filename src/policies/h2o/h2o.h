@@ -3,8 +3,6 @@
 // collected over all steps so far (accumulated softmax probability); half of the budget is the
 // recent window H2O always keeps, the other half the heavy hitters. Paper 001's code ranked by
 // the current row's logit instead; this is the original accumulated score.
-//
-//   h2o:keep=F[,shared=0][,sinks=4][,first_layer=1]
 #include "policies/evicting_keys.h"
 
 namespace ts {
@@ -12,6 +10,7 @@ namespace ts {
 class H2OKeys final : public EvictingKeys {
  public:
   explicit H2OKeys(PolicyOptions& options) : EvictingKeys(options) {}
+  static PolicyOptionList options() { return EvictingKeys::options(); }
 
  private:
   void collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const override {

@@ -9,8 +9,12 @@
 
 namespace ts {
 
+PolicyOptionList PreserveFirstN::options() {
+  return {integer_option("n", 0, 1u << 20, "", "positions 0..n-1 keep full-precision K/V")};
+}
+
 PreserveFirstN::PreserveFirstN(PolicyOptions& options) : Policy(options.spec()) {
-  const std::optional<uint64_t> n = options.take_uint("n", 0, 1u << 20);
+  const std::optional<uint64_t> n = options.integer("n");
   TS_CHECK(n, "policy ", options.spec().text(), ": needs n=N (tokens kept at full precision)");
   n_ = *n;
 }
@@ -20,11 +24,18 @@ void PreserveFirstN::choose_kv_storage(const LayerInput&, const KvRows& kv, std:
     if (kv.pos0 + (*kv.rows)[i] < n_ && storage[i] == KvStorage::Default) storage[i] = KvStorage::Full;
 }
 
+PolicyOptionList KvSink::options() {
+  return {integer_option("k", 0, 1u << 20, "5", "prompt tokens kept at full precision"),
+          path_option("profile", "the outlier profile (tokensieve calibrate kvsink)"),
+          integer_option("layer", 0, 1u << 10, "", "the block whose output is scored, instead of profile"),
+          integer_option("channel", 0, 1u << 20, "", "the outlier channel, with layer")};
+}
+
 KvSink::KvSink(PolicyOptions& options) : Policy(options.spec()) {
-  k_ = options.take_uint("k", 0, 1u << 20).value_or(5);
-  profile_ = options.take_path("profile").value_or("");
-  const std::optional<uint64_t> layer = options.take_uint("layer", 0, 1u << 10);
-  const std::optional<uint64_t> channel = options.take_uint("channel", 0, 1u << 20);
+  k_ = *options.integer("k");
+  profile_ = options.path("profile").value_or("");
+  const std::optional<uint64_t> layer = options.integer("layer");
+  const std::optional<uint64_t> channel = options.integer("channel");
   TS_CHECK(profile_.empty() != !(layer && channel), "policy ", options.spec().text(),
            ": give either profile=FILE or both layer=L and channel=C");
   if (layer) layer_ = static_cast<uint32_t>(*layer), channel_ = static_cast<uint32_t>(*channel);

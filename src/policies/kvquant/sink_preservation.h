@@ -1,15 +1,14 @@
 #pragma once
-// Full-precision KV for attention-sink tokens under a quantized cache (combine with kvquant):
+// Full-precision KV for attention-sink tokens under a quantized cache (combine with kvquant).
 //
-//   pfn:n=N                                        Preserve-First-N: positions 0..N-1, every layer
-//   kvsink:k=K,profile=FILE | kvsink:k=K,layer=L,channel=C
+// Preserve-First-N (pfn) keeps the K/V of positions 0..n-1 at full precision in every layer.
 //
-// KVSink (Su & Yuan 2025, Algorithm 1): in each multi-token call (prefill) the tokens with the K
+// KVSink (Su & Yuan 2025, Algorithm 1): in each multi-token call (prefill) the k tokens with the
 // largest |h[:, C]| at the output of block L (the emergence layer of the model's stable outlier
 // channel C, found by `tokensieve calibrate kvsink -o PROFILE`) keep full-precision K/V in every layer after
 // L; layers up to L quantize them (the paper's literal order). Single-token calls (decode) never
-// add sinks. A call of several batches keeps a running top-K: a token chosen in a later batch
-// cannot free the slot of one already kept, so a long prefill may keep a few more than K.
+// add sinks. A call of several batches keeps a running top-k: a token chosen in a later batch
+// cannot free the slot of one already kept, so a long prefill may keep a few more than k.
 #include <utility>
 #include <vector>
 
@@ -20,6 +19,7 @@ namespace ts {
 class PreserveFirstN final : public Policy {
  public:
   explicit PreserveFirstN(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
   std::vector<HookClaim> claims() const override { return {{Hook::KvStorage, {}}}; }
   void choose_kv_storage(const LayerInput& in, const KvRows& kv, std::span<KvStorage> storage) override;
 
@@ -30,6 +30,7 @@ class PreserveFirstN final : public Policy {
 class KvSink final : public Policy {
  public:
   explicit KvSink(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override;
   // The k sinks are the top k of the whole prompt: cut into batches, a token pinned in one batch

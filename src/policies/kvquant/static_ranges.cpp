@@ -111,7 +111,8 @@ std::vector<CalibratedRanges> calibrate_kv_ranges(const Model& model, ThreadPool
   size_t n_ctx = 0;
   for (const auto& w : windows) n_ctx = std::max(n_ctx, w.size());
   PolicyOptions opts(
-      PolicySpec::parse(cat("kvsink:k=", preserved, ",layer=", emergence_layer, ",channel=", sink_channel)));
+      PolicySpec::parse(cat("kvsink:k=", preserved, ",layer=", emergence_layer, ",channel=", sink_channel)),
+      KvSink::options());
   auto sink = std::make_unique<KvSink>(opts);
   auto collector = std::make_unique<RangeCollector>(model.config(), *sink, emergence_layer, preserved);
   RangeCollector* ranges = collector.get();

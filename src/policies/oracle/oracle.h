@@ -1,8 +1,6 @@
 #pragma once
 // Oracle (paper 001's upper bound): each query head attends to the budget keys with the largest
 // true logits q·k (the cached F16 keys the attention reads) plus the sinks.
-//
-//   oracle:keep=F[,sinks=4][,first_layer=1]
 #include "policies/key_budget.h"
 #include "runtime/policy.h"
 
@@ -11,6 +9,7 @@ namespace ts {
 class OracleKeys final : public Policy {
  public:
   explicit OracleKeys(PolicyOptions& options) : Policy(options.spec()), budget_(options, -1) {}
+  static PolicyOptionList options() { return KeyBudget::options(); }
 
   void bind(const Model& model) override { budget_.bind(model, name()); }
   std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }

@@ -10,13 +10,24 @@
 
 namespace ts {
 
+PolicyOptionList OrthoRank::options() {
+  return LayerChoice::options() +
+         PolicyOptionList{
+             number_option("ratio", 0, 1, "",
+                           "fraction of tokens skipping each chosen layer (default: the "
+                           "profile's, else 0.333)"),
+             choice_option("select", {"ortho", "reverse", "random"}, "which tokens run the layer"),
+             integer_option("seed", 0, UINT64_MAX, "0", "select=random's seed"),
+             choice_option("stage", {"normed", "residual"}, "the hidden state scored"),
+             choice_option("kv", {"all", "selected"}, "whose K/V the chosen layers cache")};
+}
+
 OrthoRank::OrthoRank(PolicyOptions& options)
-    : Policy(options.spec()), ratio_option_(options.take_double("ratio", 0, 1)), layers_(options) {
-  select_ = options.take_choice<Select>(
-      "select", {{"ortho", Select::Ortho}, {"reverse", Select::Reverse}, {"random", Select::Random}});
-  seed_ = options.take_uint("seed", 0, UINT64_MAX).value_or(0);
-  score_residual_ = options.take_choice<bool>("stage", {{"normed", false}, {"residual", true}});
-  kv_for_unselected_ = options.take_choice<bool>("kv", {{"all", true}, {"selected", false}});
+    : Policy(options.spec()), ratio_option_(options.number("ratio")), layers_(options) {
+  select_ = options.choice<Select>("select", {Select::Ortho, Select::Reverse, Select::Random});
+  seed_ = *options.integer("seed");
+  score_residual_ = options.choice<bool>("stage", {false, true});
+  kv_for_unselected_ = options.choice<bool>("kv", {true, false});
 }
 
 void OrthoRank::bind(const Model& model) {

@@ -2,9 +2,6 @@
 // OrthoRank (Shin, Oh, Oh 2025; paper 000): in the chosen layers only the tokens most orthogonal
 // to the attention sink run the layer; the others keep their hidden state and compute K/V only.
 //
-//   orthorank:layers=LIST|profile=FILE[,ratio=0.333][,select=ortho|reverse|random][,seed=N]
-//             [,stage=normed|residual][,kv=all|selected]
-//
 // Score of token i: |h̄_0 · h̄_i|, h̄ = the layer's RMSNorm_attn output (gain included), h̄_0 the
 // sink at position 0, whose score is +inf (never selected unless every token is). The tokens whose
 // score ranks among the ⌊ratio·N⌋ smallest run the layer (ContextRank: the prompt at once, later
@@ -20,6 +17,7 @@ namespace ts {
 class OrthoRank final : public Policy {
  public:
   explicit OrthoRank(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override { return {{Hook::SelectTokens, layers_.layers()}}; }

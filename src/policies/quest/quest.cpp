@@ -10,11 +10,18 @@
 
 namespace ts {
 
+PolicyOptionList QuestKeys::options() {
+  return KeyBudget::options() +
+         PolicyOptionList{
+             integer_option("page", 1, 1u << 16, "16", "positions per page (min/max key bounds)"),
+             integer_option("shared", 0, 1, "0", "1: one selection per KV head's group")};
+}
+
 QuestKeys::QuestKeys(PolicyOptions& options)
     : Policy(options.spec()),
       budget_(options, -1),
-      page_(options.take_uint("page", 1, 1u << 16).value_or(16)),
-      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1) {}
+      page_(*options.integer("page")),
+      shared_(*options.integer("shared") == 1) {}
 
 void QuestKeys::bind(const Model& model) {
   budget_.bind(model, name());

@@ -11,8 +11,6 @@
 // head share one selection ranked by the sum of their bounds, which is the same dot product with
 // the group's summed parts; the group's keys are then gathered once, as dense attention reads
 // them, instead of once per query head (the paper selects per query head; shared=0, the default).
-//
-//   quest:keep=F[,page=16][,shared=0][,sinks=4][,first_layer=1]
 #include "policies/key_budget.h"
 #include "runtime/policy.h"
 
@@ -21,6 +19,7 @@ namespace ts {
 class QuestKeys final : public Policy {
  public:
   explicit QuestKeys(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }

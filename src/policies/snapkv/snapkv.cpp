@@ -4,10 +4,14 @@
 
 namespace ts {
 
+PolicyOptionList SnapKVKeys::options() {
+  return EvictingKeys::options() +
+         PolicyOptionList{integer_option("window", 1, 1u << 16, "32", "the observation window's queries"),
+                          integer_option("pool", 1, 255, "7", "max-pooling width over positions")};
+}
+
 SnapKVKeys::SnapKVKeys(PolicyOptions& options)
-    : EvictingKeys(options),
-      window_(options.take_uint("window", 1, 1u << 16).value_or(32)),
-      pool_(options.take_uint("pool", 1, 255).value_or(7)) {}
+    : EvictingKeys(options), window_(*options.integer("window")), pool_(*options.integer("pool")) {}
 
 // The window's sum: this query's probabilities in, those of the query leaving the window out.
 void SnapKVKeys::collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const {

@@ -4,8 +4,6 @@
 // default 32), max-pooled over neighbouring positions (kernel `pool`, default 7) so that the
 // neighbours of a salient token survive with it. The observation window itself is kept (up to
 // half the budget), as SnapKV keeps it after prefill.
-//
-//   snapkv:keep=F[,window=32][,pool=7][,shared=0][,sinks=4][,first_layer=1]
 #include "policies/evicting_keys.h"
 
 namespace ts {
@@ -13,6 +11,7 @@ namespace ts {
 class SnapKVKeys final : public EvictingKeys {
  public:
   explicit SnapKVKeys(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
  private:
   void collect(HeadState& s, std::span<const uint32_t> keys, std::span<const float> probs) const override;

@@ -4,8 +4,14 @@
 
 namespace ts {
 
+PolicyOptionList StreamingKeys::options() {
+  return PolicyOptionList{
+             integer_option("window", 0, 1ull << 32, "", "recent positions kept, instead of keep")} +
+         KeyBudget::options();
+}
+
 StreamingKeys::StreamingKeys(PolicyOptions& options)
-    : Policy(options.spec()), window_(options.take_uint("window", 0, 1ull << 32)), budget_(options, 1.0) {
+    : Policy(options.spec()), window_(options.integer("window")), budget_(options, 1.0) {
   TS_CHECK(window_.has_value() != budget_.keep_given(), "policy ", name(),
            ": give either window=N or keep=F");
 }

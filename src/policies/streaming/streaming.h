@@ -2,8 +2,6 @@
 // StreamingLLM (Xiao et al. 2024) as a key selection: the first `sinks` positions plus a recent
 // window, the rest of the cache unread. window=N fixes the window; keep=F sizes it per query as
 // budget(pos) - sinks (paper 001's code: the sinks count towards the budget).
-//
-//   streaming:window=N|keep=F[,sinks=4][,first_layer=1]
 #include <optional>
 
 #include "policies/key_budget.h"
@@ -14,6 +12,7 @@ namespace ts {
 class StreamingKeys final : public Policy {
  public:
   explicit StreamingKeys(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override { budget_.bind(model, name()); }
   std::vector<HookClaim> claims() const override { return {{Hook::SelectKeys, budget_.layers()}}; }

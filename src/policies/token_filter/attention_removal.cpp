@@ -7,12 +7,18 @@
 
 namespace ts {
 
+PolicyOptionList AttentionRemoval::options() {
+  return {number_option("ratio", 0, 1, "", "fraction of the layers without attention"),
+          choice_option("placement", {"tail", "head"}, "the last or the first layers"),
+          choice_option("kv", {"drop", "cache"}, "whether those layers still cache K/V")};
+}
+
 AttentionRemoval::AttentionRemoval(PolicyOptions& o) : Policy(o.spec()) {
-  const std::optional<double> ratio = o.take_double("ratio", 0, 1);
+  const std::optional<double> ratio = o.number("ratio");
   TS_CHECK(ratio.has_value(), "policy attnremove: give ratio=R, the fraction of layers without attention");
   ratio_ = *ratio;
-  placement_ = o.take_choice<Placement>("placement", {{"tail", Placement::Tail}, {"head", Placement::Head}});
-  cache_kv_ = o.take_choice<bool>("kv", {{"drop", false}, {"cache", true}});
+  placement_ = o.choice<Placement>("placement", {Placement::Tail, Placement::Head});
+  cache_kv_ = o.choice<bool>("kv", {false, true});
 }
 
 void AttentionRemoval::bind(const Model& model) {

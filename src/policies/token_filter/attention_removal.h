@@ -3,8 +3,6 @@
 // with Y = 0.5 and a 50% ratio every tail layer's target is 100%, so the filter drops attention
 // from the last half of the layers for every token. This baseline does that at any ratio: every
 // token skips Q/attention/O in the last (or first) round(ratio·L) layers; the FFN runs.
-//
-//   attnremove:ratio=R[,placement=tail|head][,kv=drop|cache]
 #include "policies/token_filter/layer_placement.h"
 #include "runtime/policy.h"
 
@@ -13,6 +11,7 @@ namespace ts {
 class AttentionRemoval final : public Policy {
  public:
   explicit AttentionRemoval(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override { return {{Hook::SkipAttention, layers_}}; }

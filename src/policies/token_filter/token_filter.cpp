@@ -8,38 +8,56 @@
 
 namespace ts {
 
+PolicyOptionList TokenFilter::options() {
+  return {
+      number_option("ratio", 0, 1, "0.5", "target fraction of tokens skipping attention in filtered layers"),
+      number_option("tail", 0, 1, "", "the filtered fraction of layers (default 0.5; not with uniform)"),
+      choice_option("placement", {"tail", "head", "uniform"}, "which layers filter"),
+      choice_option("select", {"kv", "k", "v", "random"}, "what the redundancy score compares"),
+      choice_option("fusion", {"printed", "intent", "mean"}, "how K and V similarities combine"),
+      choice_option("anchor", {"ema", "mean"}, "the running anchor"),
+      number_option("decay", 0, 1, "0.9", "the anchor's EMA decay"),
+      choice_option("anchor_update", {"after", "before"}, "anchor updated after or before scoring"),
+      choice_option("variance", {"instant", "running"}, "the score's normalising variance"),
+      choice_option("update", {"eq4", "alg1"}, "the threshold update's sign (Eq. 4 or Algorithm 1)"),
+      choice_option("control", {"layer", "global"}, "one threshold per layer or one for all"),
+      number_option("lr", 0, 10, "0.01", "the threshold controller's learning rate"),
+      number_option("threshold", -2, 2, "0.5", "the initial threshold"),
+      choice_option("state", {"sequence", "run"}, "anchors and thresholds reset per sequence or kept"),
+      choice_option("decide", {"token", "call"}, "decide per token or once per call"),
+      choice_option("kv", {"drop", "cache"}, "whether skipped tokens' K/V stay in the cache"),
+      integer_option("seed", 0, UINT64_MAX, "0", "select=random's seed")};
+}
+
 TokenFilter::TokenFilter(PolicyOptions& o) : Policy(o.spec()) {
   const auto given = [&](std::string_view key) {
     return std::any_of(o.spec().options.begin(), o.spec().options.end(),
                        [&](const auto& kv) { return kv.first == key; });
   };
-  ratio_ = o.take_double("ratio", 0, 1).value_or(0.5);
-  tail_ = o.take_double("tail", 0, 1);
+  ratio_ = *o.number("ratio");
+  tail_ = o.number("tail");
   TS_CHECK(!tail_ || *tail_ > 0, "policy tokenfilter: tail=0 filters no layer (give a fraction in (0, 1])");
-  placement_ = o.take_choice<Placement>(
-      "placement", {{"tail", Placement::Tail}, {"head", Placement::Head}, {"uniform", Placement::Uniform}});
+  placement_ = o.choice<Placement>("placement", {Placement::Tail, Placement::Head, Placement::Uniform});
   TS_CHECK(!(placement_ == Placement::Uniform && tail_), "policy tokenfilter: placement=uniform filters ",
            "every layer and takes no tail=");
-  select_ = o.take_choice<Select>(
-      "select", {{"kv", Select::Kv}, {"k", Select::Key}, {"v", Select::Value}, {"random", Select::Random}});
+  select_ = o.choice<Select>("select", {Select::Kv, Select::Key, Select::Value, Select::Random});
   TS_CHECK(select_ == Select::Kv || !given("fusion"),
            "policy tokenfilter: fusion= applies to select=kv only");
-  fusion_ = o.take_choice<Fusion>(
-      "fusion", {{"printed", Fusion::Printed}, {"intent", Fusion::Intent}, {"mean", Fusion::Mean}});
+  fusion_ = o.choice<Fusion>("fusion", {Fusion::Printed, Fusion::Intent, Fusion::Mean});
   if (select_ == Select::Key) fusion_ = Fusion::KeyOnly;
   if (select_ == Select::Value) fusion_ = Fusion::ValueOnly;
-  exact_mean_ = o.take_choice<bool>("anchor", {{"ema", false}, {"mean", true}});
-  decay_ = o.take_double("decay", 0, 1).value_or(0.9);
-  anchor_before_ = o.take_choice<bool>("anchor_update", {{"after", false}, {"before", true}});
-  running_variance_ = o.take_choice<bool>("variance", {{"instant", false}, {"running", true}});
-  controller_.printed_sign = o.take_choice<bool>("update", {{"eq4", false}, {"alg1", true}});
-  global_control_ = o.take_choice<bool>("control", {{"layer", false}, {"global", true}});
-  controller_.lr = o.take_double("lr", 0, 10).value_or(0.01);
-  controller_.initial_threshold = o.take_double("threshold", -2, 2).value_or(0.5);
-  run_state_ = o.take_choice<bool>("state", {{"sequence", false}, {"run", true}});
-  per_call_ = o.take_choice<bool>("decide", {{"token", false}, {"call", true}});
-  cache_kv_ = o.take_choice<bool>("kv", {{"drop", false}, {"cache", true}});
-  seed_ = o.take_uint("seed", 0, UINT64_MAX).value_or(0);
+  exact_mean_ = o.choice<bool>("anchor", {false, true});
+  decay_ = *o.number("decay");
+  anchor_before_ = o.choice<bool>("anchor_update", {false, true});
+  running_variance_ = o.choice<bool>("variance", {false, true});
+  controller_.printed_sign = o.choice<bool>("update", {false, true});
+  global_control_ = o.choice<bool>("control", {false, true});
+  controller_.lr = *o.number("lr");
+  controller_.initial_threshold = *o.number("threshold");
+  run_state_ = o.choice<bool>("state", {false, true});
+  per_call_ = o.choice<bool>("decide", {false, true});
+  cache_kv_ = o.choice<bool>("kv", {false, true});
+  seed_ = *o.integer("seed");
 }
 
 void TokenFilter::bind(const Model& model) {

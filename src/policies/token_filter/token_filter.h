@@ -4,28 +4,24 @@
 // values before it skips the layer's attention (Q projection, attention, O projection); its FFN
 // runs. No calibration: a per-layer threshold follows the skip rate to its target online.
 //
-//   tokenfilter:ratio=0.5[,tail=0.5][,placement=tail|head|uniform][,select=kv|k|v|random]
-//               [,fusion=printed|intent|mean][,anchor=ema|mean][,decay=0.9][,anchor_update=after|before]
-//               [,variance=instant|running][,update=eq4|alg1][,control=layer|global][,lr=0.01]
-//               [,threshold=0.5][,state=sequence|run][,decide=token|call][,kv=drop|cache][,seed=N]
-//
 // ratio is P_global, the fraction of all (token, layer) attention calls skipped; the round(tail·L)
 // filtered layers each aim at P = ratio·L / their count (Eq. 3; an error above 1). Defaults follow
 // the implementation note (../shared/notes/003_token_filtering.md, section 6); the alternatives
-// the paper's contradictions leave open are options:
-//   placement  tail (the method), head or uniform (Table 5's ablations; uniform takes no tail=)
-//   select     kv fused score, k or v alone (Table 6), random: skip with probability P (baseline)
-//   fusion     printed Eq. 1 (more weight to the side varying more over heads), intent (inverse-
-//              variance weighting, the prose), mean (plain average, Fig. 1's "added")
-//   anchor     ema (A <- decay·A + (1-decay)·k, Sec. 3.2) or mean (the exact causal mean, Alg. 1),
-//              updated after the token's similarity (a mean of the previous tokens) or before (Alg. 1)
-//   variance   the variance over heads of this token (Alg. 1) or its EMA with the same decay
-//   update     eq4: T += lr·(S - P) (stable), alg1: T += lr·(P - S) (the printed sign)
-//   control    S and P of the layer (Eq. 4) or of all filtered layers together (Alg. 1's global rho)
-//   state      controller (T, S) restarts with each sequence, or carries across the run
-//   decide     token: every token decides (prefill and decode), call: one decision per layer and
-//              forward call from its last token, applied to all its tokens (Alg. 1 literally)
-//   kv         drop: skipped tokens' K/V are not cached (Fig. 3's memory saving), cache: they are
+// the paper's contradictions leave open are options. `placement` filters the tail layers (the
+// method), or the head or all layers uniformly (Table 5's ablations). `select` scores a token by
+// the fused K and V similarities, by K or V alone (Table 6), or, as a baseline, skips it at random
+// with probability P. `fusion` weights as printed in Eq. 1 (more weight to the side varying more
+// over heads), as the prose intends (inverse-variance weighting), or plainly averages (Fig. 1's
+// "added"). `anchor` is an EMA, A <- decay·A + (1-decay)·k (Sec. 3.2), or the exact causal mean
+// (Alg. 1); `anchor_update` updates it after the token's similarity (which then compares with a
+// mean of the previous tokens) or before it (Alg. 1). `variance` is the variance over heads of this
+// token (Alg. 1) or its EMA with the same decay. `update` is Eq. 4's T += lr·(S - P), which is
+// stable, or T += lr·(P - S) with Alg. 1's printed sign. `control` takes S and P of the layer
+// (Eq. 4) or of all filtered layers together (Alg. 1's global rho). With `state` the controller
+// (T, S) restarts with each sequence or carries across the run. With `decide` every token decides
+// (prefill and decode), or one decision per layer and forward call, taken from its last token,
+// applies to all its tokens (Alg. 1 literally). With `kv` skipped tokens' K/V are not cached
+// (Fig. 3's memory saving) or are cached.
 // Keys are post-RoPE (as cached). The first token of a sequence seeds the anchors and never
 // skips. Anchors, thresholds and counts are kept per position so that a truncated sequence (prefix
 // reuse) continues exactly as if the suffix had never run: 2·kv_dim floats per filtered layer and
@@ -42,6 +38,7 @@ namespace ts {
 class TokenFilter final : public Policy {
  public:
   explicit TokenFilter(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override { return {{Hook::SkipAttention, layers_}}; }

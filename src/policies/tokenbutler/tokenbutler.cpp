@@ -9,13 +9,21 @@
 
 namespace ts {
 
+PolicyOptionList TokenButlerKeys::options() {
+  return KeyBudget::options() +
+         PolicyOptionList{path_option("predictor", "the trained predictor (tokensieve train-butler)"),
+                          integer_option("recent", 0, 1u << 24, "0", "recent positions always kept"),
+                          integer_option("shared", 0, 1, "0", "1: one selection per KV head's group"),
+                          choice_option("keys", {"f16", "i8"}, "the predictor's importance keys' precision")};
+}
+
 TokenButlerKeys::TokenButlerKeys(PolicyOptions& options)
     : Policy(options.spec()),
       budget_(options, -1),
-      path_(options.take_path("predictor").value_or("")),
-      recent_(options.take_uint("recent", 0, 1u << 24).value_or(0)),
-      shared_(options.take_uint("shared", 0, 1).value_or(0) == 1),
-      int8_keys_(options.take_choice<bool>("keys", {{"f16", false}, {"i8", true}})) {
+      path_(options.path("predictor").value_or("")),
+      recent_(*options.integer("recent")),
+      shared_(*options.integer("shared") == 1),
+      int8_keys_(options.choice<bool>("keys", {false, true})) {
   TS_CHECK(!path_.empty(), "policy ", name(), ": give predictor=FILE (a trained TokenButler predictor)");
 }
 

@@ -11,8 +11,6 @@
 // predicted scores (one dot product of the group's concatenated importance queries and keys):
 // the group's keys are then gathered once, as dense attention reads them, instead of once per
 // query head (the paper selects per query head; shared=0, the default).
-//
-//   tokenbutler:keep=F,predictor=FILE[,recent=0][,shared=0][,keys=f16|i8][,sinks=4][,first_layer=1]
 #include <memory>
 #include <string>
 
@@ -25,6 +23,7 @@ namespace ts {
 class TokenButlerKeys final : public Policy {
  public:
   explicit TokenButlerKeys(PolicyOptions& options);
+  static PolicyOptionList options();  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override {

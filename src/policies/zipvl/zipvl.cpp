@@ -12,36 +12,55 @@
 
 namespace ts {
 
+PolicyOptionList ZipVL::options(Budget budget) {
+  const PolicyOptionList ratio =
+      budget == Budget::Tau
+          ? PolicyOptionList{number_option("tau", 0, 1, "0.975",
+                                           "the attention the kept tokens hold, per layer")}
+          : PolicyOptionList{
+                number_option("keep", 0, 1, "", "the kept fraction in every layer from `after` on"),
+                integer_option("after", 0, 1u << 16, "2", "the first layer that keeps fewer")};
+  return ratio + PolicyOptionList{
+                     text_option("probes", "128", "probe queries estimating attention (>= 2), or all"),
+                     choice_option("score", {"normalized", "sum"}, "a token's attention score"),
+                     integer_option("seed", 0, UINT64_MAX, "0", "the probes' seed"),
+                     integer_option("keep_last", 0, 1, "0", "1: the last prompt token always kept"),
+                     choice_option("prefill", {"sparse", "dense"}, "the prompt's attention sparse or dense"),
+                     integer_option("mixed", 0, 1, "0", "1: the others stay in the cache at low precision"),
+                     integer_option("high", 2, 16, "4", "mixed: the kept tokens' width (16, 8 or 4)"),
+                     integer_option("low", 2, 8, "2", "mixed: the others' width (8, 4 or 2)"),
+                     integer_option("group", 4, 1u << 16, "128", "mixed: values per quantization group")};
+}
+
 ZipVL::ZipVL(PolicyOptions& options, Budget budget) : Policy(options.spec()), budget_(budget) {
   if (budget_ == Budget::Tau) {
-    tau_ = options.take_double("tau", 0.0, 1.0).value_or(tau_);
+    tau_ = *options.number("tau");
   } else {
-    const std::optional<double> keep = options.take_double("keep", 0.0, 1.0);
+    const std::optional<double> keep = options.number("keep");
     TS_CHECK(keep, "policy ", name(), ": give the kept fraction, keep=R with 0 < R <= 1");
     keep_ = *keep;
-    first_layer_ = options.take_uint("after", 0, 1u << 16).value_or(2);
+    first_layer_ = *options.integer("after");
   }
   TS_CHECK(tau_ > 0.0 && keep_ > 0.0, "policy ", name(), ": tau and keep must be above 0");
-  if (const std::optional<std::string> probes = options.take_string("probes")) {
+  if (const std::optional<std::string> probes = options.text("probes")) {
     const char* end = probes->data() + probes->size();
     const auto [stop, err] = std::from_chars(probes->data(), end, n_probes_);
     TS_CHECK(*probes == "all" || (err == std::errc() && stop == end && n_probes_ >= 2), "policy ", name(),
              ": probes=", *probes, " is not a count of at least 2 or 'all'");
     if (*probes == "all") n_probes_ = 0;
   }
-  rank_ = options.take_choice<TokenRank>("score",
-                                         {{"normalized", TokenRank::Normalized}, {"sum", TokenRank::Sum}});
-  seed_ = options.take_uint("seed", 0, UINT64_MAX).value_or(0);
-  keep_last_ = options.take_uint("keep_last", 0, 1).value_or(0) == 1;
-  dense_prefill_ = options.take_choice<bool>("prefill", {{"sparse", false}, {"dense", true}});
-  mixed_ = options.take_uint("mixed", 0, 1).value_or(0) == 1;
+  rank_ = options.choice<TokenRank>("score", {TokenRank::Normalized, TokenRank::Sum});
+  seed_ = *options.integer("seed");
+  keep_last_ = *options.integer("keep_last") == 1;
+  dense_prefill_ = options.choice<bool>("prefill", {false, true});
+  mixed_ = *options.integer("mixed") == 1;
   if (!mixed_) return;
-  high_bits_ = static_cast<unsigned>(options.take_uint("high", 2, 16).value_or(high_bits_));
-  low_bits_ = static_cast<unsigned>(options.take_uint("low", 2, 8).value_or(low_bits_));
+  high_bits_ = static_cast<unsigned>(*options.integer("high"));
+  low_bits_ = static_cast<unsigned>(*options.integer("low"));
   TS_CHECK((high_bits_ == 16 || valid_code_bits(high_bits_)) && valid_code_bits(low_bits_) &&
                low_bits_ < high_bits_,
            "policy ", name(), ": high must be 16, 8 or 4 and low 8, 4 or 2, below high");
-  group_ = options.take_uint("group", 4, 1u << 16).value_or(group_);
+  group_ = *options.integer("group");
   TS_CHECK(group_ % 4 == 0, "policy ", name(), ": group must be a multiple of 4");
 }
 

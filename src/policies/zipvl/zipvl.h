@@ -3,10 +3,6 @@
 // fraction tau of the layer's attention, estimated from probe queries; only they run attention
 // (over each other), and only their K/V stay in the layer's cache. Everything else runs dense.
 //
-//   zipvl:[tau=0.975][,probes=128|all][,score=normalized|sum][,seed=N][,keep_last=0|1][,prefill=sparse|dense]
-//         [,mixed=1[,high=4|8|16][,low=2|4][,group=128]]
-//   fixedratio:keep=R[,after=2][,probes=..][,score=..][,seed=..][,keep_last=..][,prefill=..][,mixed=1,..]
-//
 // Per layer at the first call of a sequence (the prompt, one batch): probe attention (64 recent +
 // 64 random queries; probes=all: every query, exact), p = the fewest tokens whose column sums reach
 // tau of the total (eq. 7), T = the p tokens of largest normalized score (eq. 8-9; score=sum: raw
@@ -37,6 +33,7 @@ class ZipVL final : public Policy {
  public:
   enum class Budget { Tau, Fixed };
   ZipVL(PolicyOptions& options, Budget budget);
+  static PolicyOptionList options(Budget budget);  // declared once: parser, help, Python and README
 
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override;
