@@ -19,6 +19,8 @@ from . import _tokensieve as _ext
 from . import policies
 from ._tokensieve import (KV_CACHED, KV_FULL_PRECISION, KV_LOW_PRECISION, RAN_ATTENTION, RAN_FFN, Error)
 
+Error.__module__ = __name__  # shown as tokensieve.Error
+
 __all__ = ["Model", "Session", "Error", "perplexity", "evaluate", "task_names", "policies", "RAN_ATTENTION",
            "RAN_FFN", "KV_CACHED", "KV_FULL_PRECISION", "KV_LOW_PRECISION"]
 

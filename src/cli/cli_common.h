@@ -63,6 +63,7 @@ size_t choose_ctx(const ModelOptions& opts, const Model& model, size_t default_c
 void register_run(CLI::App& app);
 void register_ppl(CLI::App& app);
 void register_info(CLI::App& app);
+void register_policies(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);

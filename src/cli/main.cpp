@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   ts::cli::register_run(app);
   ts::cli::register_ppl(app);
   ts::cli::register_info(app);
+  ts::cli::register_policies(app);
   ts::cli::register_tokenize(app);
   ts::cli::register_bench(app);
   ts::cli::register_eval(app);

@@ -37,48 +37,60 @@ PolicyRegistry build_registry() {
   PolicyRegistry r;
   r.add(entry<OrthoRank>(
       "orthorank", "OrthoRank",
-      "paper 000: in the chosen layers only the tokens most orthogonal to the sink run the layer"));
-  r.add(entry<LayerRemoval>("sleb", "SLEB", "remove the chosen layers (SLEB's search)"));
+      "OrthoRank (paper 000): in the chosen layers only the tokens most orthogonal to the sink "
+      "(smallest |cos(h0, hi)| after RMSNorm) run the layer; the others keep their state and "
+      "only write K/V"));
+  r.add(entry<LayerRemoval>("sleb", "SLEB", "SLEB baseline: the chosen layers removed (SLEB's search)"));
   r.add(entry<LayerRemoval>("shortened", "Shortened",
-                            "remove the chosen layers (Shortened LLaMA's one-shot search)"));
-  r.add(entry<TokenFilter>("tokenfilter", "TokenFilter",
-                           "paper 003: tokens whose K/V resemble the running anchors skip attention in the "
-                           "filtered layers"));
+                            "Shortened-LLaMA baseline: the chosen layers removed (its one-shot search)"));
+  r.add(
+      entry<TokenFilter>("tokenfilter", "TokenFilter",
+                         "Token Filtering (paper 003): in the filtered layers, tokens whose K/V resemble the "
+                         "running anchors skip attention"));
   r.add(entry<AttentionRemoval>(
       "attnremove", "AttentionRemoval",
-      "no attention in the last (first) round(ratio*L) layers for any token; the FFN runs"));
+      "Token Filtering's baseline: no attention in the last (first) round(ratio*L) layers "
+      "for any token; the FFN runs"));
   // Paper 001's sparse-decode methods: per query head, budget(pos) = ceil((pos+1)*keep) keys plus
   // the sink positions, on layers >= first_layer (policies/key_budget.h).
-  r.add(entry<OracleKeys>("oracle", "Oracle",
-                          "each query head attends to its keep fraction of keys with the largest q.k"));
+  r.add(entry<OracleKeys>(
+      "oracle", "Oracle",
+      "key-selecting baseline: each query head attends to its keep fraction of keys with the "
+      "largest q.k"));
   r.add(entry<H2OKeys>("h2o", "H2O",
-                       "H2O: evicting per head by accumulated attention, half the budget recent"));
+                       "evicting baseline H2O: per head by accumulated attention, half the budget recent "
+                       "(shared=1: per KV group, its attention summed, so the group reads one list)"));
   r.add(entry<SnapKVKeys>("snapkv", "SnapKV",
-                          "SnapKV: evicting per head by the observation window's pooled attention"));
-  r.add(entry<QuestKeys>("quest", "Quest", "Quest: query-aware selection of pages by min/max key bounds"));
+                          "evicting baseline SnapKV: per head by the observation window's pooled attention"));
+  r.add(entry<QuestKeys>("quest", "Quest",
+                         "key-selecting baseline Quest: query-aware selection of pages by min/max key bounds "
+                         "(shared=1: one choice per KV group, the fast one)"));
   r.add(entry<TokenButlerKeys>(
       "tokenbutler", "TokenButler",
-      "paper 001: each query head attends to the keys its trained predictor scores highest"));
+      "TokenButler (paper 001): each query head (shared=1: each KV group) attends to the "
+      "keys its trained predictor (predictors/) scores highest"));
   r.add(entry<StreamingKeys>("streaming", "StreamingLLM",
-                             "StreamingLLM: the sink positions plus a recent window"));
-  r.add(zipvl_entry(
-      "zipvl", "ZipVL",
-      "paper 004: per layer only the prompt tokens holding tau of the (probe-estimated) attention "
-      "run attention and stay in the KV cache",
-      ZipVL::Budget::Tau));
-  r.add(zipvl_entry(
-      "fixedratio", "FixedRatio",
-      "ZipVL's selection with a fixed kept fraction in every layer from `after` on (FastV-style baseline)",
-      ZipVL::Budget::Fixed));
-  r.add(entry<KvQuant>(
-      "kvquant", "KVQuant",
-      "low-bit KV cache (asymmetric RTN; values per token, keys per token or per channel as KIVI)"));
-  r.add(entry<PreserveFirstN>("pfn", "PFN",
-                              "Preserve-First-N: the first positions keep full-precision K/V under kvquant"));
+                             "evicting baseline StreamingLLM: the sink positions plus a recent window"));
+  r.add(
+      zipvl_entry("zipvl", "ZipVL",
+                  "ZipVL (paper 004): per layer only the prompt tokens holding tau of the (probe-estimated) "
+                  "attention run attention and stay in the KV cache (mixed=1: the others at low precision)",
+                  ZipVL::Budget::Tau));
+  r.add(
+      zipvl_entry("fixedratio", "FixedRatio",
+                  "ZipVL's selection with a fixed kept fraction in every layer from `after` on (FastV-style "
+                  "baseline)",
+                  ZipVL::Budget::Fixed));
+  r.add(
+      entry<KvQuant>("kvquant", "KVQuant",
+                     "low-bit KV cache (asymmetric round-to-nearest; keys per token or per channel as KIVI); "
+                     "4- and 2-bit keys are scored in integers against the query rounded to 8 bits"));
+  r.add(entry<PreserveFirstN>(
+      "pfn", "PFN", "Preserve-First-N baseline: positions 0..n-1 keep full-precision K/V under kvquant"));
   r.add(entry<KvSink>(
       "kvsink", "KVSink",
-      "paper 002: the k prompt tokens with the largest outlier activation keep full-precision K/V "
-      "under kvquant"));
+      "KVSink (paper 002): the k prompt tokens with the largest outlier-channel activation keep "
+      "full-precision K/V under kvquant (tokensieve calibrate kvsink)"));
   return r;
 }
 
@@ -97,6 +109,7 @@ nlohmann::ordered_json describe_policies(const PolicyRegistry& registry) {
       nlohmann::ordered_json j = {
           {"key", o.key},
           {"type", o.type_name()},
+          {"usage", o.usage()},
           {"default", o.fallback.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.fallback)},
           {"help", o.help}};
       if (o.type == OptionType::Number || o.type == OptionType::Integer) {

@@ -13,7 +13,7 @@ namespace ts {
 const PolicyRegistry& builtin_policies();
 
 // Every entry with its declared options, for /v1/policies, the Python classes and the README table:
-// [{"name", "class", "summary", "usage", "options": [{"key", "type", "default", "help"[, "min", "max"]
+// [{"name", "class", "summary", "usage", "options": [{"key", "type", "usage", "default", "help"[, "min", "max"]
 // [, "choices"]}]}]; "default" is null where the option has no fallback.
 nlohmann::ordered_json describe_policies(const PolicyRegistry& registry);
 
