@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 
+import lm_eval.models  # noqa: F401  lm-eval loads its own models only into an empty registry: first
 from lm_eval import utils
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model

@@ -86,6 +86,8 @@ def test_rolling_and_generation_requests_follow_lm_eval(local_datasets):
     lp, g = session.token_logprobs([lm.prefix_token] + model.tokenize(" Lily", add_bos=False))
     assert ll == pytest.approx(float(lp.sum())) and greedy == bool(g.all())
     assert ts_lm_eval.policy_specs("kvquant:bits=2;group=128+pfn:n=4") == ["kvquant:bits=2,group=128", "pfn:n=4"]
+    # Registering ours leaves lm-eval's own models reachable in the same process.
+    assert lm_eval.api.registry.get_model("local-completions").__name__ != "TokensieveLM"
 
 
 @pytest.mark.runtime(15)
