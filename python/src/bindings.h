@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/cli_common.h"
+#include "core/error.h"
 #include "model/model.h"
 
 namespace ts::python {
@@ -23,7 +24,10 @@ struct LoadedModel {
   bool exact = false;
 
   // The CLI's model options for a request under `policies` with context `ctx` (0: the command's default).
+  // The CLI's -c range: 1..2^20 (0 here: the command's default).
   cli::ModelOptions options(const std::vector<std::string>& policies, size_t ctx) const {
+    TS_CHECK(ctx <= (size_t{1} << 20), "a context of ", ctx, " tokens is above the limit of ",
+             size_t{1} << 20);
     return {path, threads, ctx, exact, policies};
   }
 };

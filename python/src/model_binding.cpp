@@ -78,7 +78,7 @@ void add_model(nb::module_& m) {
       .def(
           "__init__",
           [](LoadedModel* self, const std::string& path, int threads, bool exact) {
-            TS_CHECK(threads >= 0, "threads must be >= 0 (0: every core)");
+            TS_CHECK(threads >= 0 && threads <= 1024, "threads must be in [0, 1024] (0: every core)");
             std::unique_ptr<Model> model;
             {
               nb::gil_scoped_release unlocked;

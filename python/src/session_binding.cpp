@@ -85,23 +85,26 @@ class Generation {
   std::optional<int32_t> next_id() {
     auto lock = s_.claim();
     s_.check_epoch(epoch_);
-    if (done_ || remaining_ == 0) return std::nullopt;
+    if (done_) return std::nullopt;
+    done_ = true;  // until this step completes: a step that threw ends the generation
+    const bool prompt = !started_;
+    started_ = true;
+    if (!prompt && remaining_ == 0) return std::nullopt;
+    int32_t next = -1;
     {
       nb::gil_scoped_release unlocked;
-      std::vector<int32_t>& tokens = s_.tokens_;
-      logits_ =
-          started_ ? s_.tf_.forward(std::span(&tokens.back(), 1), false) : s_.tf_.forward(tokens, false);
-      started_ = true;
-      next_ = sampler_.sample(logits_, tokens);
+      const std::vector<int32_t>& tokens = s_.tokens_;
+      // The prompt runs even for max_tokens 0, as `run -n 0` runs it.
+      const std::span<const float> logits =
+          prompt ? s_.tf_.forward(tokens, false) : s_.tf_.forward(std::span(&tokens.back(), 1), false);
+      if (remaining_ > 0) next = sampler_.sample(logits, tokens);
     }
+    if (remaining_ == 0) return std::nullopt;
     --remaining_;
-    if (!ignore_eos_ && s_.lm_.model->tokenizer().is_end_of_generation(next_)) {
-      done_ = true;
-      return std::nullopt;
-    }
-    s_.tokens_.push_back(next_);
-    if (s_.tf_.n_past() >= s_.tf_.n_ctx()) done_ = true;  // no room to feed it
-    return next_;
+    if (!ignore_eos_ && s_.lm_.model->tokenizer().is_end_of_generation(next)) return std::nullopt;
+    s_.tokens_.push_back(next);
+    done_ = s_.tf_.n_past() >= s_.tf_.n_ctx();  // no room to feed it
+    return next;
   }
   // The text each token completes (UTF-8 held back until whole), nullopt at the end.
   std::optional<std::string> next_text() {
@@ -120,8 +123,6 @@ class Generation {
   Sampler sampler_;
   size_t remaining_;
   bool ignore_eos_, started_ = false, done_ = false, flushed_ = false;
-  std::span<const float> logits_;
-  int32_t next_ = -1;
   StreamingDecoder decoder_;
 };
 
@@ -169,10 +170,16 @@ std::pair<double, bool> loglikelihood(Session& s, const std::string& context,
     s.scorer_.emplace(s.tf_);
   }
   s.log_.clear();
-  nb::gil_scoped_release unlocked;
-  const Loglikelihood ll = s.scorer_->score(pair);
-  s.tokens_ = pair.context;
-  s.tokens_.insert(s.tokens_.end(), pair.continuation.begin(), pair.continuation.end());
+  Loglikelihood ll;
+  {
+    nb::gil_scoped_release unlocked;
+    ll = s.scorer_->score(pair);
+  }
+  // The tokens fed: the pair less what did not fit on the left (the last one is only a target).
+  std::vector<int32_t> fed = pair.context;
+  fed.insert(fed.end(), pair.continuation.begin(), pair.continuation.end());
+  const size_t drop = fed.size() - 1 > s.tf_.n_ctx() ? fed.size() - 1 - s.tf_.n_ctx() : 0;
+  s.tokens_.assign(fed.begin() + static_cast<std::ptrdiff_t>(drop), fed.end());
   return {ll.log_prob, ll.greedy};
 }
 
@@ -246,10 +253,23 @@ void add_session(nb::module_& m) {
       .def(nb::init<const LoadedModel&, const std::vector<std::string>&, size_t>(), nb::arg("model"),
            nb::arg("policies") = std::vector<std::string>{}, nb::arg("n_ctx") = 0, nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx", [](const Session& s) { return s.tf_.n_ctx(); })
-      .def_prop_ro("n_past", [](const Session& s) { return s.tf_.n_past(); })
-      .def_prop_ro("tokens", [](const Session& s) { return s.tokens_; })
+      // Engine state is read under the session's claim: another thread may be running it.
+      .def_prop_ro("n_past",
+                   [](Session& s) {
+                     auto lock = s.claim();
+                     return s.tf_.n_past();
+                   })
+      .def_prop_ro("tokens",
+                   [](Session& s) {
+                     auto lock = s.claim();
+                     return s.tokens_;
+                   })
       .def_prop_ro(
-          "kv_bytes", [](const Session& s) { return s.tf_.cache().held_bytes(); },
+          "kv_bytes",
+          [](Session& s) {
+            auto lock = s.claim();
+            return s.tf_.cache().held_bytes();
+          },
           "bytes of K/V the cache holds for the cached positions")
       .def("logits", &logits, nb::arg("tokens"))
       .def("token_logprobs", &token_logprobs, nb::arg("tokens"), nb::arg("first_target") = 1)

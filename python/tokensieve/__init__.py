@@ -129,7 +129,7 @@ class Session:
         g = self._s.generation(self._prompt_ids(prompt, chat), max_tokens, temperature, top_k, top_p, min_p,
                                repeat_penalty, repeat_last_n, seed, ignore_eos)
         pieces = iter(g.next_text, None)
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
+        stops = [s for s in ([stop] if isinstance(stop, str) else stop or []) if s]
         return _until(pieces, stops) if stops else pieces
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> str:

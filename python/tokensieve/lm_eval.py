@@ -16,7 +16,7 @@ policy=kvquant:bits=2;group=128;mode=kivi+kvsink:k=5;profile=profiles/smollm2-13
 Scoring is `tokensieve eval`'s: requests are tokenized as lm-eval tokenizes a pair for Hugging Face
 models, a context scored with several continuations in a row is prefilled once (not under a policy
 that ranks whole calls), and rolling log-likelihoods use lm-eval's disjoint windows with the
-model's BOS (else EOS) as the prefix token.
+model's BOS (else EOS) as the prefix token, the text tokenized as the model does (with its BOS if it adds one).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import lm_eval.models  # noqa: F401  lm-eval loads its own models only into an e
 from lm_eval import utils
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.models.utils import normalize_gen_kwargs
 
 import tokensieve
 
@@ -38,7 +39,9 @@ def policy_specs(policy: str | None) -> list[str]:
 @register_model("tokensieve")
 class TokensieveLM(LM):
     def __init__(self, pretrained: str, policy: str | None = None, threads: int = 0, n_ctx: int = 0,
-                 max_gen_toks: int = 256, **unused):
+                 max_gen_toks: int = 256, batch_size=None, max_batch_size=None, device=None):
+        # batch_size, max_batch_size, device: lm-eval passes them to every model; one sequence at a
+        # time on the CPU here. Any other model_arg is a TypeError, so a typo never runs dense silently.
         super().__init__()
         self.model = tokensieve.Model(pretrained, threads=int(threads))
         self.session = self.model.session(policies=policy_specs(policy), n_ctx=int(n_ctx))
@@ -49,7 +52,6 @@ class TokensieveLM(LM):
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> "TokensieveLM":
         args = utils.simple_parse_args_string(arg_string)
-        # lm-eval passes batch_size / device / max_batch_size; one sequence at a time on the CPU here.
         return cls(**args, **{k: v for k, v in (additional_config or {}).items() if v is not None})
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
@@ -58,9 +60,10 @@ class TokensieveLM(LM):
             context, continuation = r.args
             if context:
                 out.append(self.session.loglikelihood(context, continuation))
-            else:  # nothing to condition on: the prefix token stands in, as for Hugging Face models
+            else:  # nothing to condition on: the prefix token stands in, as lm-eval's LM.loglikelihood does
                 ids = self.model.tokenize(continuation, add_bos=False)
-                lp, greedy = self.session.token_logprobs([self.prefix_token] + ids, first_target=1)
+                context_ids, ids = ([self.prefix_token], ids) if ids[0] != self.prefix_token else (ids[:1], ids[1:])
+                lp, greedy = self.session.token_logprobs(context_ids + ids, first_target=len(context_ids))
                 out.append((float(lp.sum()), bool(greedy.all())))
             self.cache_hook.add_partial("loglikelihood", r.args, out[-1])
         return out
@@ -70,7 +73,7 @@ class TokensieveLM(LM):
         for r in requests:
             (text,) = r.args
             windows = map(utils.make_disjoint_window,
-                          utils.get_rolling_token_windows(token_list=self.model.tokenize(text, add_bos=False),
+                          utils.get_rolling_token_windows(token_list=self.model.tokenize(text),
                                                           prefix_token=self.prefix_token,
                                                           max_seq_len=self.session.n_ctx, context_len=1))
             total = 0.0
@@ -85,11 +88,9 @@ class TokensieveLM(LM):
         out = []
         for r in requests:
             context, kwargs = r.args
-            kwargs = dict(kwargs)
-            until = kwargs.pop("until", None) or []
-            until = [until] if isinstance(until, str) else list(until)
-            max_tokens = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
-            temperature = float(kwargs.pop("temperature", 0.0)) if kwargs.pop("do_sample", False) else 0.0
+            kw = normalize_gen_kwargs(kwargs, self.max_gen_toks)  # until, max_gen_toks and their aliases
+            until, max_tokens = kw["until"], int(kw["max_gen_toks"])
+            temperature = float(kw["temperature"]) if kw["do_sample"] else 0.0
             ids = self.model.tokenize(context)
             ids = ids[-max(1, self.session.n_ctx - max_tokens):]  # left-truncated to leave room, as lm-eval
             text = "".join(self.session.generate(ids, max_tokens=max_tokens, temperature=temperature,

@@ -28,6 +28,7 @@ class ThreadPool {
   void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t min_items = 1);
 
  private:
+  void stop_workers();
   void worker_loop(int index);
 
   int n_threads_;

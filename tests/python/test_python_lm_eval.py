@@ -67,7 +67,7 @@ def test_rolling_and_generation_requests_follow_lm_eval(local_datasets):
     lm = ts_lm_eval.TokensieveLM(pretrained=stories, threads=1, n_ctx=32)
     model, session = lm.model, lm.session
     text = "Once upon a time there was a little girl named Lily. She loved to play outside in the park." * 2
-    ids = model.tokenize(text, add_bos=False)
+    ids = model.tokenize(text)  # as the model tokenizes (stories260K adds BOS)
     assert len(ids) > 32  # several disjoint windows
     want = 0.0
     for start in range(0, len(ids), 32):  # window i predicts ids[start:start+32] from what precedes it
@@ -86,6 +86,8 @@ def test_rolling_and_generation_requests_follow_lm_eval(local_datasets):
     lp, g = session.token_logprobs([lm.prefix_token] + model.tokenize(" Lily", add_bos=False))
     assert ll == pytest.approx(float(lp.sum())) and greedy == bool(g.all())
     assert ts_lm_eval.policy_specs("kvquant:bits=2;group=128+pfn:n=4") == ["kvquant:bits=2,group=128", "pfn:n=4"]
+    with pytest.raises(TypeError):  # a model_args typo is an error, never a silent dense run
+        ts_lm_eval.TokensieveLM.create_from_arg_string(f"pretrained={stories},policies=kvquant:bits=4")
     # Registering ours leaves lm-eval's own models reachable in the same process.
     assert lm_eval.api.registry.get_model("local-completions").__name__ != "TokensieveLM"
 

@@ -163,6 +163,17 @@ def test_errors_raise_with_the_engine_message(stories, tmp_path):
         tokensieve.perplexity(stories)
     with pytest.raises(ValueError):
         s.generate("x", max_tokens=-1)
+    with pytest.raises(tokensieve.Error, match="threads"):
+        tokensieve.Model(stories.path, threads=100000)
+    with pytest.raises(tokensieve.Error, match="above the limit"):
+        stories.session(n_ctx=10 ** 9)
+    with pytest.raises(TypeError):  # a negative size
+        stories.session(n_ctx=-1)
+    # max_tokens 0 still runs the prompt, as `run -n 0` does; an empty stop string stops nothing.
+    assert list(s.generate_ids("Once upon a time", max_tokens=0)) == [] and s.n_past == len(
+        stories.tokenize("Once upon a time"))
+    assert s.complete("Once upon a time", max_tokens=8, temperature=0, stop="") == s.complete(
+        "Once upon a time", max_tokens=8, temperature=0)
     # A generation superseded by a later call on its session stops with an error, not garbage.
     g = s.generate_ids("Once upon a time", max_tokens=8, temperature=0)
     next(g)
