@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target with clang and runs each for a bounded time (seconds = $1, default 30).
-# Seeds: the real model files, so the fuzzer starts from valid GGUF/text and mutates from there.
+# Seeds: the real model files, so the fuzzer starts from valid GGUF/text and mutates from there, and
+# fuzz/seeds/<target>/ (policy specs, request bodies, policy files).
 # Prints executions per target; exits non-zero if any target finds a crash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ for bin in build-fuzz/bin/fuzz_*; do
   name=$(basename "$bin")
   corpus=fuzz/corpus-${name#fuzz_}
   mkdir -p "$corpus"
+  # Committed seeds (fuzz/seeds/<target>/) start the corpus; what the fuzzer adds stays git-ignored.
+  [ -d "fuzz/seeds/${name#fuzz_}" ] && cp -n "fuzz/seeds/${name#fuzz_}"/* "$corpus"/
   log=$(mktemp)
   if "$bin" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$corpus/crash-" >"$log" 2>&1; then

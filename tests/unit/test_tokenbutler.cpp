@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -220,6 +222,51 @@ TEST(TokenButler, FileRoundTripsInF32AndF16) {
   std::filesystem::resize_file(path, 100);
   EXPECT_THROW(load_butler(path), Error);
   EXPECT_THROW(load_butler(path + ".missing"), Error);
+}
+
+// A predictor file whose header is edited: every malformed field is a one-line ts::Error naming the
+// file (found by fuzz/fuzz_policy_files.cpp: JSON type errors and std::stoul escaped as other exceptions).
+TEST(TokenButler, MalformedFilesAreOneLineErrors) {
+  const std::string path = testing::TempDir() + "/butler_malformed.safetensors";
+  save_butler(path, ButlerFile{ButlerWeights::init(small_config(), 15), {}, {}}, false);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json h = header;
+    edit(h);
+    const std::string text = h.dump();
+    const uint64_t size = text.size();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out << text << bytes.substr(8 + n);
+  };
+  const std::vector<std::function<void(nlohmann::json&)>> edits = {
+      [](nlohmann::json& h) { h["attn.in"]["dtype"] = 7; },
+      [](nlohmann::json& h) { h["attn.in"]["data_offsets"] = "x"; },
+      [](nlohmann::json& h) { h["attn.in"] = 3; },
+      [](nlohmann::json& h) { h["__metadata__"]["n_embd"] = "12x"; },
+      [](nlohmann::json& h) { h["__metadata__"]["n_embd"] = "99999999999"; },
+      [](nlohmann::json& h) { h["__metadata__"]["inter"] = "1048576"; },  // more weights than the file holds
+      [](nlohmann::json& h) { h["__metadata__"]["rope_base"] = "nan"; },
+      [](nlohmann::json& h) { h["__metadata__"]["note"] = 5; },
+      [](nlohmann::json& h) { h["__metadata__"] = 5; },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    with(edits[i]);
+    try {
+      load_butler(path);
+      ADD_FAILURE() << "edit " << i << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << i << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << i;
+    }
+  }
 }
 
 TEST(TokenButler, TrainingLowersTheLossAndResumesBitForBit) {

@@ -1,5 +1,8 @@
 #include "policies/tokenbutler/butler_file.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,7 +35,15 @@ ButlerConfig config_from_metadata(const json& meta, const std::string& path) {
     return meta[key].get<std::string>();
   };
   TS_CHECK(get("format") == "tokensieve.tokenbutler.v1", path, ": not a TokenButler predictor file");
-  const auto u32 = [&](const char* key) { return static_cast<uint32_t>(std::stoul(get(key))); };
+  // Whole numbers only, and small enough that the shapes they make cannot overflow.
+  const auto u32 = [&](const char* key) {
+    const std::string text = get(key);
+    uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    TS_CHECK(ec == std::errc() && end == text.data() + text.size() && v <= (1u << 20), path, ": metadata ",
+             key, " = '", text, "' is not a count up to 2^20");
+    return v;
+  };
   ButlerConfig c;
   c.n_embd = u32("n_embd");
   c.n_reduced = u32("n_reduced");
@@ -42,7 +53,11 @@ ButlerConfig config_from_metadata(const json& meta, const std::string& path) {
   c.n_query_heads = u32("n_query_heads");
   c.imp_dim = u32("imp_dim");
   c.inter = u32("inter");
-  c.rope_base = std::stof(get("rope_base"));
+  const std::string base = get("rope_base");
+  char* end = nullptr;
+  c.rope_base = std::strtof(base.c_str(), &end);
+  TS_CHECK(!base.empty() && *end == '\0' && std::isfinite(c.rope_base) && c.rope_base > 0, path,
+           ": metadata rope_base = '", base, "' is not a positive number");
   c.check();
   return c;
 }
@@ -96,7 +111,9 @@ void save_butler(const std::string& path, const ButlerFile& file, bool f16) {
   TS_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
 }
 
-ButlerFile load_butler(const std::string& path) {
+namespace {
+
+ButlerFile read_butler(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TS_CHECK(in.good(), "cannot open TokenButler predictor ", path);
   uint64_t n = 0;
@@ -110,15 +127,25 @@ ButlerFile load_butler(const std::string& path) {
            ": bad safetensors header");
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ButlerFile f;
-  f.weights = ButlerWeights::zeros(config_from_metadata(header["__metadata__"], path));
-  for (const auto& [k, v] : header["__metadata__"].items()) f.metadata[k] = v.get<std::string>();
+  const ButlerConfig config = config_from_metadata(header.at("__metadata__"), path);
+  // The weights the config names must be in the file (2 bytes each at least) before any is allocated.
+  ButlerWeights shape;
+  shape.config = config;
+  uint64_t values = 0;
+  shape.for_each(
+      [&](const char*, size_t rows, size_t cols, std::vector<float>&) { values += uint64_t{rows} * cols; });
+  TS_CHECK(values * 2 <= data.size(), path, ": the config needs ", values, " weights; the file holds ",
+           data.size(), " bytes");
+  f.weights = ButlerWeights::zeros(config);
+  for (const auto& [k, v] : header.at("__metadata__").items()) f.metadata[k] = v.get<std::string>();
   const auto read_tensor = [&](const std::string& name, std::vector<float>& t, bool sized) {
     TS_CHECK(header.contains(name), path, ": tensor ", name, " missing");
-    const json& e = header[name];
-    const std::string dtype = e["dtype"].get<std::string>();
+    const json& e = header.at(name);
+    const std::string dtype = e.at("dtype").get<std::string>();
     TS_CHECK(dtype == "F32" || dtype == "F16", path, ": tensor ", name, " has dtype ", dtype);
     const size_t elem = dtype == "F16" ? 2 : 4;
-    const size_t begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
+    const size_t begin = e.at("data_offsets").at(0).get<size_t>(),
+                 end = e.at("data_offsets").at(1).get<size_t>();
     TS_CHECK(begin <= end && end <= data.size() && (end - begin) % elem == 0, path, ": tensor ", name,
              " lies outside the file");
     const size_t count = (end - begin) / elem;
@@ -147,6 +174,16 @@ ButlerFile load_butler(const std::string& path) {
     if (!is_weight) read_tensor(name, f.extra[name], false);
   }
   return f;
+}
+
+}  // namespace
+
+ButlerFile load_butler(const std::string& path) {
+  try {
+    return read_butler(path);
+  } catch (const json::exception& e) {  // a header field of the wrong JSON type
+    fail(path, ": bad safetensors header (", e.what(), ")");
+  }
 }
 
 }  // namespace ts
