@@ -1,0 +1,178 @@
+// Every policy of the registry under the same checks, as kvpress runs its default presses: each
+// entry has an example spec here (an entry added to the registry without one fails), alone and
+// stacked with a KV-quantizing policy, on both real models' shapes (SmolLM2: llama, Q4_1;
+// Qwen2.5-Coder-0.5B: qwen2, mixed K-quants). Each must give the same greedy tokens and
+// log-probabilities at 1 and 2 threads, and a cache truncated back to a position and extended
+// again must give what a sequence that never went past that position gives.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "policies/builtin_policies.h"
+#include "policies/tokenbutler/butler_file.h"
+#include "runtime/transformer.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+struct ModelCase {
+  const char* file;
+  const char* profile_prefix;  // profiles/<prefix>-...json
+};
+
+const ModelCase kModels[] = {{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m"},
+                             {"Qwen2.5-Coder-0.5B-Instruct.gguf", "qwen2.5-coder-0.5b"}};
+
+constexpr const char* kQuantizedKv = "kvquant:bits=4,group=32";
+// Evicting step by step, they keep no history to rewind (a one-line error instead of a wrong cache).
+const std::set<std::string> kRefusesTruncation = {"h2o", "snapkv"};
+
+// A TokenButler predictor with random weights shaped for the model (the committed one is SmolLM2's).
+std::string random_predictor(const Model& model) {
+  const ModelConfig& m = model.config();
+  ButlerConfig c;
+  c.n_embd = m.n_embd;
+  c.n_reduced = m.n_embd / 8;
+  c.n_heads = 4;
+  c.n_layers = m.n_layers;
+  c.n_query_heads = m.n_heads;
+  c.imp_dim = 8;
+  c.inter = 16;
+  c.rope_base = m.rope_base;
+  const std::string path = testing::TempDir() + "/butler_" + std::to_string(m.n_embd) + ".safetensors";
+  save_butler(path, {ButlerWeights::init(c, 5), {}, {}}, false);
+  return path;
+}
+
+// One example spec per registry entry; entries marked kv need a quantized cache to act on.
+struct Example {
+  std::string spec;
+  bool needs_quantized_kv = false;
+};
+
+std::map<std::string, Example> examples(const Model& model, const std::string& prefix) {
+  const std::string profiles = source_path("profiles/") + prefix;
+  return {
+      {"orthorank", {"orthorank:profile=" + profiles + "-orthorank-shortened-20.json"}},
+      {"sleb", {"sleb:profile=" + profiles + "-sleb-20.json"}},
+      {"shortened", {"shortened:profile=" + profiles + "-shortened-20.json"}},
+      {"tokenfilter", {"tokenfilter:ratio=0.3"}},
+      {"attnremove", {"attnremove:ratio=0.3"}},
+      {"oracle", {"oracle:keep=0.5"}},
+      {"h2o", {"h2o:keep=0.5"}},
+      {"snapkv", {"snapkv:keep=0.5,window=8"}},
+      {"quest", {"quest:keep=0.5,page=8"}},
+      {"tokenbutler", {"tokenbutler:keep=0.5,predictor=" + random_predictor(model)}},
+      {"streaming", {"streaming:window=24"}},
+      {"zipvl", {"zipvl:tau=0.9"}},
+      {"fixedratio", {"fixedratio:keep=0.7"}},
+      {"kvquant", {"kvquant:bits=2,group=32,mode=kivi,residual=8"}},
+      {"pfn", {"pfn:n=4", true}},
+      {"kvsink", {"kvsink:k=5,profile=" + profiles + "-kvsink.json", true}},
+  };
+}
+
+struct Greedy {
+  std::vector<int32_t> tokens;
+  std::vector<float> log_probs;
+};
+
+float log_prob(std::span<const float> logits, int32_t id) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const float x : logits) sum += std::exp(double(x) - mx);
+  return static_cast<float>(logits[static_cast<size_t>(id)] - mx - std::log(sum));
+}
+
+Greedy greedy(const Model& model, const std::vector<std::string>& specs, int threads,
+              const std::vector<int32_t>& prompt, int n) {
+  ThreadPool pool(threads);
+  Transformer tf(model, pool, 256);
+  tf.set_policies(make_policy_stack(specs, model));
+  Greedy g;
+  std::span<const float> logits = tf.forward(prompt, false);
+  for (int i = 0; i < n; ++i) {
+    const auto id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    g.tokens.push_back(id);
+    g.log_probs.push_back(log_prob(logits, id));
+    logits = tf.forward(std::span(&g.tokens.back(), 1), false);
+  }
+  return g;
+}
+
+// The logits of `tail` after `head`, when the cache (a) never held more than head, or (b) held
+// head + detour and was truncated back to head.
+std::vector<float> tail_logits(const Model& model, const std::vector<std::string>& specs,
+                               const std::vector<int32_t>& head, const std::vector<int32_t>& detour,
+                               const std::vector<int32_t>& tail) {
+  ThreadPool pool(2);
+  Transformer tf(model, pool, 256);
+  tf.set_policies(make_policy_stack(specs, model));
+  tf.forward(head, false);
+  if (!detour.empty()) {
+    tf.forward(detour, false);
+    tf.truncate(head.size());
+  }
+  const std::span<const float> logits = tf.forward(tail, true);
+  return {logits.begin(), logits.end()};
+}
+
+class PolicyRegistryWalk : public testing::TestWithParam<ModelCase> {};
+
+TEST_P(PolicyRegistryWalk, EveryPolicyIsThreadCountInvariantAndTruncatesExactly) {
+  const std::string path = source_path(std::string("models/") + GetParam().file);
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << GetParam().file << " not present (tools/fetch_model.sh)";
+  const auto model = Model::load(path);
+  const std::map<std::string, Example> ex = examples(*model, GetParam().profile_prefix);
+  const std::vector<int32_t> prompt = model->tokenizer().encode(
+      "The tower is 324 metres tall, about the same height as an 81-storey building, and the tallest "
+      "structure in Paris. Its base is square, measuring 125 metres on each side. During its construction, "
+      "the Eiffel Tower surpassed the Washington Monument",
+      model->tokenizer().add_bos_default(), false);
+  ASSERT_GT(prompt.size(), 40u);
+  const std::vector<int32_t> head(prompt.begin(), prompt.end() - 12), tail(prompt.end() - 12, prompt.end());
+  const std::vector<int32_t> detour(prompt.begin() + 3, prompt.begin() + 20);
+
+  for (const PolicyEntry& e : builtin_policies().entries()) {
+    ASSERT_TRUE(ex.count(e.name)) << "policy " << e.name << " has no example spec in this test: add one";
+    const Example& example = ex.at(e.name);
+    std::vector<std::vector<std::string>> stacks;
+    if (!example.needs_quantized_kv) stacks.push_back({example.spec});
+    if (e.name != "kvquant") stacks.push_back({kQuantizedKv, example.spec});
+    for (const std::vector<std::string>& specs : stacks) {
+      const std::string what =
+          std::string(GetParam().file) + ": " + specs.back() + (specs.size() > 1 ? " on INT4 KV" : "");
+      const Greedy one = greedy(*model, specs, 1, prompt, 6), two = greedy(*model, specs, 2, prompt, 6);
+      EXPECT_EQ(one.tokens, two.tokens) << what;
+      EXPECT_EQ(one.log_probs, two.log_probs) << what << ": log-probabilities differ between 1 and 2 threads";
+      const std::vector<float> fresh = tail_logits(*model, specs, head, {}, tail);
+      try {
+        const std::vector<float> truncated = tail_logits(*model, specs, head, detour, tail);
+        EXPECT_TRUE(fresh == truncated) << what << ": truncated and extended differs from a fresh run";
+      } catch (const Error& err) {
+        // Evicting step by step (H2O, SnapKV) keeps no history to rewind: they refuse, in one line.
+        EXPECT_TRUE(kRefusesTruncation.count(e.name)) << what << ": " << err.what();
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PolicyRegistryWalk, testing::ValuesIn(kModels),
+                         [](const testing::TestParamInfo<ModelCase>& info) {
+                           return std::string(info.param.profile_prefix).starts_with("smollm2") ? "SmolLM2"
+                                                                                                : "Qwen05B";
+                         });
+
+}  // namespace
+}  // namespace ts
