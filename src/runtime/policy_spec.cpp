@@ -33,6 +33,12 @@ std::optional<T> parse_number(std::string_view s) {
 bool is_file_option(std::string_view key) { return key == "profile" || key == "predictor"; }
 
 PolicySpec PolicySpec::parse(std::string_view text) {
+  // Errors quote the spec: a control character in it (never part of a name, option or path) would
+  // break the one-line message, so it is refused first, by position.
+  const auto control = std::find_if(text.begin(), text.end(),
+                                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  TS_CHECK(control == text.end(), "policy spec: control character 0x", std::hex,
+           int(static_cast<unsigned char>(*control)), std::dec, " at byte ", control - text.begin());
   PolicySpec spec;
   const size_t colon = text.find(':');
   spec.name = std::string(text.substr(0, colon));
@@ -208,7 +214,8 @@ std::optional<std::vector<uint32_t>> PolicyOptions::list(std::string_view key) {
 }
 
 void PolicyOptions::finish() const {
-  for (const auto& [k, v] : spec_.options) {
+  for (const auto& option : spec_.options) {  // not a structured binding: clang 14 cannot capture those
+    const std::string& k = option.first;
     if (std::find(read_.begin(), read_.end(), k) != read_.end()) continue;
     TS_CHECK(
         std::none_of(declared_.begin(), declared_.end(), [&](const PolicyOption& o) { return o.key == k; }),

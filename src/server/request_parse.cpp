@@ -145,7 +145,7 @@ std::string message_content(const json& content) {
 json parse_body(const std::string& text) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
     bad_request("malformed JSON body: ", e.what());
   }
 }

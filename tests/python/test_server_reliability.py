@@ -14,6 +14,8 @@ from server_process import Server
 
 BAD_REQUESTS = [
     ("malformed JSON", "/v1/completions", b'{"prompt": "Once', 400),
+    ("a number beyond double (fuzz/fuzz_request.cpp found it as a 500)", "/v1/completions",
+     b'{"prompt": "Hi", "max_tokens": 4444e4474732323341}', 400),
     ("not an object", "/v1/completions", b"[1, 2]", 400),
     ("max_tokens a string", "/v1/completions", {"prompt": "Hi", "max_tokens": "ten"}, 400),
     ("temperature a string", "/v1/completions", {"prompt": "Hi", "temperature": "hot"}, 400),

@@ -36,7 +36,9 @@ TEST(PolicySpec, ParsesNameOptionsAndContinuedLists) {
 
 TEST(PolicySpec, MalformedSpecsAreOneLineErrors) {
   for (const char* bad : {"", ":ratio=1", "orthorank:", "orthorank:3", "orthorank:=1", "orthorank:a=1,a=2",
-                          "orthorank:a=1=2", "orthorank:a=1,,b=2"}) {
+                          "orthorank:a=1=2", "orthorank:a=1,,b=2",
+                          // found by fuzz/fuzz_policy_spec.cpp: quoted back, a newline broke the line
+                          "streaming:window=364,sin\n\x01ks=4"}) {
     const std::string e = error_of([&] { PolicySpec::parse(bad); });
     EXPECT_FALSE(e.empty()) << bad;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
