@@ -1,6 +1,6 @@
 #pragma once
-// A small TokenButler predictor shaped for stories260K (random weights), for tests that run the
-// tokenbutler policy on the stories fixture.
+// Small TokenButler predictors with random weights, for tests that run the tokenbutler policy on a
+// model without a trained predictor (stories260K, or Qwen in the registry walk).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,8 +10,9 @@
 
 namespace ts {
 
-inline ButlerConfig stories_config() {
-  const ModelConfig& m = stories().config();
+// A small predictor shape for any model: E/8 reduced width in 4 heads, d = 4, I = 8.
+inline ButlerConfig small_butler_config(const Model& model) {
+  const ModelConfig& m = model.config();
   ButlerConfig c;
   c.n_embd = m.n_embd;
   c.n_reduced = m.n_embd / 8;
@@ -24,11 +25,17 @@ inline ButlerConfig stories_config() {
   return c;
 }
 
-// Writes the predictor (seed 21) to a temporary file and returns its path.
-inline std::string stories_predictor() {
-  const std::string path = testing::TempDir() + "/butler_stories.safetensors";
-  save_butler(path, {ButlerWeights::init(stories_config(), 21), {}, {}}, false);
+inline ButlerConfig stories_config() { return small_butler_config(stories()); }
+
+// Writes a predictor with random weights (seed) shaped for the model to a temporary file; its path.
+inline std::string random_predictor(const Model& model, uint64_t seed) {
+  const std::string path = testing::TempDir() + "/butler_" + std::to_string(model.config().n_embd) + "_" +
+                           std::to_string(seed) + ".safetensors";
+  save_butler(path, {ButlerWeights::init(small_butler_config(model), seed), {}, {}}, false);
   return path;
 }
+
+// The stories260K predictor (seed 21).
+inline std::string stories_predictor() { return random_predictor(stories(), 21); }
 
 }  // namespace ts

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "butler_fixture.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
-#include "policies/tokenbutler/butler_file.h"
 #include "runtime/transformer.h"
 #include "test_paths.h"
 
@@ -36,23 +36,6 @@ const ModelCase kModels[] = {{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m"}
 constexpr const char* kQuantizedKv = "kvquant:bits=4,group=32";
 // Evicting step by step, they keep no history to rewind (a one-line error instead of a wrong cache).
 const std::set<std::string> kRefusesTruncation = {"h2o", "snapkv"};
-
-// A TokenButler predictor with random weights shaped for the model (the committed one is SmolLM2's).
-std::string random_predictor(const Model& model) {
-  const ModelConfig& m = model.config();
-  ButlerConfig c;
-  c.n_embd = m.n_embd;
-  c.n_reduced = m.n_embd / 8;
-  c.n_heads = 4;
-  c.n_layers = m.n_layers;
-  c.n_query_heads = m.n_heads;
-  c.imp_dim = 8;
-  c.inter = 16;
-  c.rope_base = m.rope_base;
-  const std::string path = testing::TempDir() + "/butler_" + std::to_string(m.n_embd) + ".safetensors";
-  save_butler(path, {ButlerWeights::init(c, 5), {}, {}}, false);
-  return path;
-}
 
 // One example spec per registry entry; entries marked kv need a quantized cache to act on.
 struct Example {
@@ -72,7 +55,7 @@ std::map<std::string, Example> examples(const Model& model, const std::string& p
       {"h2o", {"h2o:keep=0.5"}},
       {"snapkv", {"snapkv:keep=0.5,window=8"}},
       {"quest", {"quest:keep=0.5,page=8"}},
-      {"tokenbutler", {"tokenbutler:keep=0.5,predictor=" + random_predictor(model)}},
+      {"tokenbutler", {"tokenbutler:keep=0.5,predictor=" + random_predictor(model, 5)}},
       {"streaming", {"streaming:window=24"}},
       {"zipvl", {"zipvl:tau=0.9"}},
       {"fixedratio", {"fixedratio:keep=0.7"}},
