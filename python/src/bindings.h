@@ -24,6 +24,12 @@ struct LoadedModel {
   bool exact = false;
 
   // The CLI's model options for a request under `policies` with context `ctx` (0: the command's default).
+  // Throws ts::Error for an id outside the vocabulary (Python ints reach the engine unchecked otherwise).
+  void check_ids(const std::vector<int32_t>& ids) const {
+    const int32_t n = model->tokenizer().n_vocab();
+    for (const int32_t id : ids) TS_CHECK(id >= 0 && id < n, "token id ", id, " is not in [0, ", n, ")");
+  }
+
   // The CLI's -c range: 1..2^20 (0 here: the command's default).
   cli::ModelOptions options(const std::vector<std::string>& policies, size_t ctx) const {
     TS_CHECK(ctx <= (size_t{1} << 20), "a context of ", ctx, " tokens is above the limit of ",

@@ -33,8 +33,6 @@ nb::object perplexity(const LoadedModel& m, const std::optional<std::string>& te
   r.stride = stride;
   r.chunks = chunks;
   r.samples_path = samples;
-  TS_CHECK(r.dataset.empty() || r.dataset == "wikitext2" || r.dataset == "c4", "dataset '", r.dataset,
-           "': expected wikitext2 or c4");
   TS_CHECK(protocol.empty() || protocol == "llamacpp" || protocol == "stride", "protocol '", protocol,
            "': expected llamacpp or stride");
   cli::ppl_protocol(r);
@@ -59,9 +57,6 @@ nb::object evaluate(const LoadedModel& m, const std::vector<std::string>& tasks,
   r.selection.limit = limit;
   r.seed = seed;
   r.samples_path = samples;
-  const std::vector<std::string> known = cli::eval_task_names();
-  for (const std::string& t : tasks)
-    TS_CHECK(std::find(known.begin(), known.end(), t) != known.end(), "unknown task '", t, "'");
   std::string report;
   {
     nb::gil_scoped_release unlocked;
@@ -106,9 +101,7 @@ void add_model(nb::module_& m) {
       .def(
           "detokenize",
           [](const LoadedModel& lm, const std::vector<int32_t>& ids, bool special) {
-            const int32_t n = lm.model->tokenizer().n_vocab();
-            for (const int32_t id : ids)
-              TS_CHECK(id >= 0 && id < n, "token id ", id, " is not in [0, ", n, ")");
+            lm.check_ids(ids);
             return lm.model->tokenizer().decode(ids, special);
           },
           nb::arg("ids"), nb::arg("special") = false)

@@ -42,8 +42,7 @@ class Session {
   }
   // A new sequence: empty cache, empty log, no log-likelihood prefix to reuse.
   uint64_t restart(std::vector<int32_t> tokens) {
-    const int32_t n = lm_.model->tokenizer().n_vocab();
-    for (const int32_t id : tokens) TS_CHECK(id >= 0 && id < n, "token id ", id, " is not in [0, ", n, ")");
+    lm_.check_ids(tokens);
     tf_.truncate(0);
     log_.clear();
     scorer_.reset();
@@ -175,11 +174,9 @@ std::pair<double, bool> loglikelihood(Session& s, const std::string& context,
     nb::gil_scoped_release unlocked;
     ll = s.scorer_->score(pair);
   }
-  // The tokens fed: the pair less what did not fit on the left (the last one is only a target).
-  std::vector<int32_t> fed = pair.context;
-  fed.insert(fed.end(), pair.continuation.begin(), pair.continuation.end());
-  const size_t drop = fed.size() - 1 > s.tf_.n_ctx() ? fed.size() - 1 - s.tf_.n_ctx() : 0;
-  s.tokens_.assign(fed.begin() + static_cast<std::ptrdiff_t>(drop), fed.end());
+  // What the cache holds, then the last continuation token (only a target).
+  s.tokens_ = s.scorer_->cached();
+  s.tokens_.push_back(pair.continuation.back());
   return {ll.log_prob, ll.greedy};
 }
 

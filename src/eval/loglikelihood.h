@@ -33,6 +33,8 @@ class LoglikelihoodScorer {
  public:
   explicit LoglikelihoodScorer(Transformer& tf) : tf_(tf) {}
   Loglikelihood score(const TokenizedPair& pair);
+  // The tokens the cache holds after the last score(): the pair fed, less what did not fit on the left.
+  const std::vector<int32_t>& cached() const { return cached_; }
 
  private:
   Transformer& tf_;
