@@ -137,12 +137,15 @@ void Engine::loop() {
 
 void Engine::admit(std::unique_lock<std::mutex>& lock) {
   while (!queue_.empty()) {
+    // Most reuse first; on a tie the slot caching the fewest positions, so a cache that a later
+    // prompt may still continue is the last to be overwritten.
     Slot* best = nullptr;
     size_t best_reuse = 0;
     for (auto& slot : slots_) {
       if (slot->job) continue;
       const size_t reuse = reusable(*slot, queue_.front()->input());
-      if (!best || reuse > best_reuse) best = slot.get(), best_reuse = reuse;
+      if (!best || reuse > best_reuse || (reuse == best_reuse && slot->seq.n_past() < best->seq.n_past()))
+        best = slot.get(), best_reuse = reuse;
     }
     if (!best) return;
     std::shared_ptr<Job> job = std::move(queue_.front());

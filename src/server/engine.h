@@ -73,7 +73,8 @@ class Engine {
  private:
   struct Slot;
   void loop();
-  // Under the lock: queued jobs into free slots, each to the slot caching most of its prompt.
+  // Under the lock: queued jobs into free slots, each to the slot caching most of its prompt (on a
+  // tie, the one caching least).
   void admit(std::unique_lock<std::mutex>& lock);
   // Positions of the job's prompt that the slot's cached sequence can keep (prefix reuse).
   static size_t reusable(const Slot& slot, const JobInput& input);

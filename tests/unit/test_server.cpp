@@ -177,8 +177,10 @@ TEST_F(ServerModel, ChatNeedsATemplate) {
 }
 
 TEST_F(ServerModel, EngineGreedyMatchesAPlainRunAndSlotsDoNotInterfere) {
-  const std::vector<int32_t> a = tok().encode("Once upon a time", true, false),
-                             b = tok().encode("Tom had", true, false);
+  // No BOS: the prompts share no prefix, so where each job lands does not depend on whether a
+  // finished before b was submitted (b then takes the empty slot, keeping a's cache for c).
+  const std::vector<int32_t> a = tok().encode("Once upon a time", false, false),
+                             b = tok().encode("Tom had", false, false);
   Engine engine(*model_, {.n_slots = 2, .n_ctx = 256, .threads = 1});
   GenerationParams greedy;
   greedy.max_tokens = 30;
@@ -199,6 +201,24 @@ TEST_F(ServerModel, EngineGreedyMatchesAPlainRunAndSlotsDoNotInterfere) {
   EXPECT_EQ(s.prefix_tokens_reused, a.size() - 1);
   EXPECT_EQ(s.prompt_tokens, a.size() + b.size() + 1);
   EXPECT_EQ(s.jobs_finished, 3u);
+}
+
+// An idle slot's cache is overwritten only when no emptier slot will do: a's cache, left alone by b,
+// serves c.
+TEST_F(ServerModel, AdmissionKeepsACachedPromptForALaterJob) {
+  const std::vector<int32_t> a = tok().encode("Once upon a time", false, false),
+                             b = tok().encode("Tom had", false, false);
+  Engine engine(*model_, {.n_slots = 2, .n_ctx = 256, .threads = 1});
+  GenerationParams greedy;
+  greedy.max_tokens = 4;
+  greedy.sampling.temperature = 0.0f;
+  greedy.ignore_eos = true;
+  run_to_end(*engine.submit({a, greedy, nullptr, "a"}));
+  run_to_end(*engine.submit({b, greedy, nullptr, "b"}));
+  run_to_end(*engine.submit({a, greedy, nullptr, "c"}));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.prefix_hits, 1u);
+  EXPECT_EQ(s.prefix_tokens_reused, a.size() - 1);
 }
 
 // Six jobs with different policies share every step (a budget of 8 tokens cuts the dense prompts
