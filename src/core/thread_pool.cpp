@@ -8,16 +8,22 @@
 namespace ts {
 
 namespace {
-// Waiters spin this long before sleeping: a forward pass issues a parallel region every few
-// microseconds, and a futex wake-up (tens of microseconds under a hypervisor) per region would
-// dominate decode. Idle pools still go to sleep after this.
-constexpr auto kSpinTime = std::chrono::microseconds(2000);
+// An idle worker spins this long for the next region before sleeping: a forward pass opens a
+// region every few microseconds, and waking a sleeping worker (tens of microseconds under a
+// hypervisor) would make it join late. Idle pools still go to sleep after this.
+constexpr auto kIdleSpin = std::chrono::microseconds(2000);
+// The caller, its chunks done, spins this long for the workers still inside before sleeping:
+// long enough for a chunk that is running, short enough that a worker the system has taken off
+// its core gets this one back soon.
+constexpr auto kJoinSpin = std::chrono::microseconds(50);
+// Chunks per thread: enough that a thread held up mid-region leaves a small share behind.
+constexpr size_t kChunksPerThread = 4;
 
-// Spins until pred() holds or the spin time is over; returns pred(). Yields now and then so that
-// on an oversubscribed machine the thread we wait for can have this core.
+// Spins until pred() holds or `time` is over; returns pred(). Yields now and then so that on an
+// oversubscribed machine the thread we wait for can have this core.
 template <class Pred>
-bool spin_until(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+bool spin_until(Pred pred, std::chrono::microseconds time) {
+  const auto deadline = std::chrono::steady_clock::now() + time;
   for (int i = 1;; ++i) {
     if (pred()) return true;
     _mm_pause();
@@ -27,9 +33,18 @@ bool spin_until(Pred pred) {
     }
   }
 }
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads) : ThreadPool(n_threads, ShuffledSchedule{}) {}
+
+ThreadPool::ThreadPool(int n_threads, ShuffledSchedule shuffled) : shuffle_seed_(shuffled.seed) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   try {
@@ -52,46 +67,77 @@ void ThreadPool::stop_workers() {
 void ThreadPool::worker_loop(int index) {
   uint32_t seen = 0;
   for (;;) {
-    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, kIdleSpin)) {
       generation_.wait(seen, std::memory_order_acquire);
       continue;
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    (*job_)(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    // Enter only an open region: one already closed may be done, its function gone.
+    uint32_t gate = gate_.load(std::memory_order_relaxed);
+    while (!(gate & kClosed) && !gate_.compare_exchange_weak(gate, gate + 1, std::memory_order_acquire,
+                                                             std::memory_order_relaxed)) {
+    }
+    if (gate & kClosed) continue;
+    run_chunks(index);
+    if (gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1)) gate_.notify_one();
   }
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0);
-    return;
+size_t ThreadPool::chunk_begin(size_t c) const { return shuffle_seed_ ? cuts_[c] : n_ * c / n_chunks_; }
+
+void ThreadPool::run_chunks(int index) {
+  for (;;) {
+    const size_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= n_chunks_) return;
+    const size_t chunk = shuffle_seed_ ? order_[c] : c;
+    (*fn_)(chunk_begin(chunk), chunk_begin(chunk + 1), index);
+    if (shuffle_seed_ && (c + static_cast<size_t>(index) + regions_) % 3 == 0) std::this_thread::yield();
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  fn(0);
-  if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
-  for (int left = pending_.load(); left != 0; left = pending_.load()) pending_.wait(left);
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn,
-                              size_t min_items) {
+void ThreadPool::shuffle_chunks(size_t n) {
+  uint64_t state = shuffle_seed_ ^ (++regions_ * 0xd1b54a32d192ed03ull);
+  const size_t n_chunks = 1 + splitmix64(state) % std::min<size_t>(n, 8 * static_cast<size_t>(n_threads_));
+  cuts_ = {0, n};
+  while (cuts_.size() < n_chunks + 1) {
+    cuts_.push_back(1 + splitmix64(state) % (n - 1));
+    std::sort(cuts_.begin(), cuts_.end());
+    cuts_.erase(std::unique(cuts_.begin(), cuts_.end()), cuts_.end());
+  }
+  order_.resize(n_chunks);
+  for (size_t c = 0; c < n_chunks; ++c) order_[c] = c;
+  for (size_t c = n_chunks; c > 1; --c) std::swap(order_[c - 1], order_[splitmix64(state) % c]);
+}
+
+void ThreadPool::parallel_for(size_t n, const ChunkFn& fn, size_t min_items) {
   if (n == 0) return;
-  const size_t threads =
-      std::min<size_t>(static_cast<size_t>(n_threads_), (n + min_items - 1) / std::max<size_t>(min_items, 1));
-  if (threads == 1) {  // nothing to share: skip waking the workers
-    fn(0, n, 0);
-    return;
+  if (shuffle_seed_) {
+    shuffle_chunks(n);  // ignores min_items: any cut must give the same result
+    n_chunks_ = order_.size();
+  } else {
+    n_chunks_ = std::min((n + min_items - 1) / std::max<size_t>(min_items, 1),
+                         kChunksPerThread * static_cast<size_t>(n_threads_));
+    if (n_chunks_ == 1 || n_threads_ == 1) {  // nothing to share: skip waking the workers
+      fn(0, n, 0);
+      return;
+    }
   }
-  run([&](int t) {
-    const auto ut = static_cast<size_t>(t);
-    if (ut >= threads) return;
-    const size_t begin = n * ut / threads, end = n * (ut + 1) / threads;
-    fn(begin, end, t);
-  });
+  fn_ = &fn;
+  n_ = n;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  if (n_threads_ > 1) {
+    gate_.store(0, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+  }
+  run_chunks(0);
+  if (n_threads_ == 1) return;
+  if ((gate_.fetch_or(kClosed, std::memory_order_acq_rel) & ~kClosed) == 0) return;
+  if (spin_until([&] { return gate_.load(std::memory_order_acquire) == kClosed; }, kJoinSpin)) return;
+  for (uint32_t g = gate_.load(std::memory_order_acquire); g != kClosed;
+       g = gate_.load(std::memory_order_acquire))
+    gate_.wait(g, std::memory_order_acquire);
 }
 
 }  // namespace ts

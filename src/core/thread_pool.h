@@ -1,8 +1,15 @@
 #pragma once
 // Persistent worker pool: threads are created once and woken per parallel region, so a
-// forward pass issues hundreds of parallel ops without creating a thread.
+// forward pass issues hundreds of parallel regions without creating a thread.
+//
+// A region's items are cut into more chunks than threads, and each thread claims the next chunk
+// until none is left. Nothing waits for a thread that has not started: on a machine where another
+// process holds a core, the threads that run take the share of the one that does not, and the
+// region ends when the chunks taken are done. Which thread runs which chunk never changes a
+// result, as long as items are independent (every caller's are); a shuffled schedule checks that.
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -11,32 +18,55 @@ namespace ts {
 
 class ThreadPool {
  public:
+  // Chunk boundaries, their order and the threads' pace drawn from a seed per region: for
+  // tests that results do not depend on the schedule.
+  struct ShuffledSchedule {
+    uint64_t seed = 0;
+  };
+
   // n_threads includes the calling thread; 0 means hardware concurrency.
   explicit ThreadPool(int n_threads);
+  ThreadPool(int n_threads, ShuffledSchedule shuffled);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
 
-  // Runs fn(thread_index) on every thread (caller is thread 0) and returns when all are done.
-  void run(const std::function<void(int)>& fn);
-
-  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end, thread_index). Each
-  // thread gets at least min_items items, so work too small to pay for waking the workers runs
-  // inline on the caller.
+  // fn(begin, end, thread_index) over chunks covering [0, n) once; the caller is thread 0, and a
+  // thread runs its chunks one after another (per-thread scratch indexed by thread_index is
+  // safe). A chunk has at least min_items items, so work too small to pay for waking the workers
+  // runs inline on the caller.
   void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t min_items = 1);
 
  private:
+  using ChunkFn = std::function<void(size_t, size_t, int)>;
   void stop_workers();
   void worker_loop(int index);
+  // Claims and runs chunks of the open region until none is left.
+  void run_chunks(int index);
+  // The shuffled schedule's cut of [0, n): random boundaries in a random order.
+  void shuffle_chunks(size_t n);
+  size_t chunk_begin(size_t c) const;
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int)>* job_ = nullptr;
-  std::atomic<uint32_t> generation_{0};  // 32-bit so wait/notify map to a futex
-  std::atomic<int> pending_{0};
+
+  // The open region, written by the caller while the gate is closed.
+  const ChunkFn* fn_ = nullptr;
+  size_t n_ = 0, n_chunks_ = 0;
+  std::atomic<size_t> next_chunk_{0};
+
+  // Gate: kClosed | the number of workers inside the region. A worker enters only while it is
+  // open; the caller closes it when every chunk is claimed and waits for those inside to leave.
+  static constexpr uint32_t kClosed = 1u << 31;
+  std::atomic<uint32_t> gate_{kClosed};
+  std::atomic<uint32_t> generation_{0};  // bumped per region: wakes sleeping workers
   std::atomic<bool> stop_{false};
+
+  // Shuffled schedule (tests only): seed, region count, and the region's cut and order.
+  uint64_t shuffle_seed_ = 0, regions_ = 0;
+  std::vector<size_t> cuts_, order_;
 };
 
 }  // namespace ts

@@ -25,7 +25,7 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
     const auto t0 = std::chrono::steady_clock::now();
     // dot(x, x) loads each cache line once from memory; the second operand hits L1.
     pool.parallel_for(n, [&](size_t b, size_t e, int t) {
-      partial[static_cast<size_t>(t)] = k.dot_f32(&buf[b], &buf[b], e - b);
+      partial[static_cast<size_t>(t)] += k.dot_f32(&buf[b], &buf[b], e - b);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (float p : partial) sink = sink + p;

@@ -22,9 +22,9 @@ constexpr size_t kQueryTile = 8;
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Item i of n work items whose cost grows with their number (causal attention: later positions
-// have more keys), in the order 0, n-1, 1, n-2, ...: the pool gives each thread one contiguous
-// range of that order, which then holds about as much work as the others' (in item order the
-// thread with the last positions would do three quarters of a prefill's attention at 2 threads).
+// have more keys), in the order 0, n-1, 1, n-2, ...: the pool cuts that order into contiguous
+// chunks, which then hold about as much work as each other (in item order the last chunk of a
+// prefill's attention would hold the most keys, and the region would wait for it).
 size_t balanced(size_t i, size_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 
 struct MergedSoftmax {

@@ -131,11 +131,13 @@ bool same_log(const DecisionLog& a, const DecisionLog& b) {
   return true;
 }
 
+// The batch runs on a pool of `threads`, under a shuffled schedule when shuffle_seed is not 0;
+// each sequence alone on an ordinary pool of as many threads.
 void expect_batched_equals_alone(const std::vector<std::vector<std::string>>& specs, int threads,
-                                 const Model& model = stories()) {
-  ThreadPool pool(threads);
+                                 const Model& model = stories(), uint64_t shuffle_seed = 0) {
+  ThreadPool pool(threads), batch_pool(threads, {shuffle_seed});
   const std::vector<Script> scripts = scripts_with_calls(specs);
-  const std::vector<Outcome> batched = run_batched(model, scripts, pool);
+  const std::vector<Outcome> batched = run_batched(model, scripts, batch_pool);
   for (size_t i = 0; i < scripts.size(); ++i) {
     const Outcome alone = run_alone(model, scripts[i], pool);
     std::string what = "sequence " + std::to_string(i) + ":";
@@ -151,27 +153,34 @@ TEST(ForwardPass, DenseSequencesBatchedGiveTheirAloneLogitsBitForBit) {
   for (int threads : {1, 2}) expect_batched_equals_alone({{}, {}, {}, {}, {}, {}}, threads);
 }
 
-TEST(ForwardPass, EveryPolicyFamilyInOneBatchGivesItsAloneResults) {
+std::vector<std::vector<std::string>> every_policy_family() {
   const std::string predictor = stories_predictor();
-  expect_batched_equals_alone(
-      {
-          {},
-          {"orthorank:layers=1,3"},
-          {"sleb:layers=2"},
-          {"kvquant:bits=4,group=16,prefill=quantized", "kvsink:k=3,layer=1,channel=7"},
-          {"kvquant:bits=2,group=8,mode=kivi", "pfn:n=2"},
-          {"tokenbutler:keep=0.5,predictor=" + predictor},
-          {"zipvl:tau=0.9"},
-          {"tokenfilter:ratio=0.3"},
-          {"attnremove:ratio=0.3"},
-          {"h2o:keep=0.5"},
-          {"snapkv:keep=0.5,shared=1"},
-          {"quest:keep=0.5,page=4"},
-          {"streaming:keep=0.5"},
-          {"oracle:keep=0.5"},
-          {"fixedratio:keep=0.7"},
-      },
-      2);
+  return {
+      {},
+      {"orthorank:layers=1,3"},
+      {"sleb:layers=2"},
+      {"kvquant:bits=4,group=16,prefill=quantized", "kvsink:k=3,layer=1,channel=7"},
+      {"kvquant:bits=2,group=8,mode=kivi", "pfn:n=2"},
+      {"tokenbutler:keep=0.5,predictor=" + predictor},
+      {"zipvl:tau=0.9"},
+      {"tokenfilter:ratio=0.3"},
+      {"attnremove:ratio=0.3"},
+      {"h2o:keep=0.5"},
+      {"snapkv:keep=0.5,shared=1"},
+      {"quest:keep=0.5,page=4"},
+      {"streaming:keep=0.5"},
+      {"oracle:keep=0.5"},
+      {"fixedratio:keep=0.7"},
+  };
+}
+
+TEST(ForwardPass, EveryPolicyFamilyInOneBatchGivesItsAloneResults) {
+  expect_batched_equals_alone(every_policy_family(), 2);
+}
+
+// Chunks cut anywhere, claimed in any order by any of three threads: the same bits.
+TEST(ForwardPass, EveryPolicyFamilyBatchedUnderShuffledSchedulesGivesItsAloneResults) {
+  for (uint64_t seed : {1u, 2u}) expect_batched_equals_alone(every_policy_family(), 3, stories(), seed);
 }
 
 // SmolLM2's Q4_1 weights go through the packed integer GEMM, whose token tiles differ with the

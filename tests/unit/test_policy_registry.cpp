@@ -2,8 +2,8 @@
 // entry has an example spec here (an entry added to the registry without one fails), alone and
 // stacked with a KV-quantizing policy, on both real models' shapes (SmolLM2: llama, Q4_1;
 // Qwen2.5-Coder-0.5B: qwen2, mixed K-quants). Each must give the same greedy tokens and
-// log-probabilities at 1 and 2 threads, and a cache truncated back to a position and extended
-// again must give what a sequence that never went past that position gives.
+// log-probabilities at 1 and 2 threads and under a shuffled schedule, and a cache truncated back to a
+// position and extended again must give what a sequence that never went past that position gives.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,8 +78,8 @@ float log_prob(std::span<const float> logits, int32_t id) {
 }
 
 Greedy greedy(const Model& model, const std::vector<std::string>& specs, int threads,
-              const std::vector<int32_t>& prompt, int n) {
-  ThreadPool pool(threads);
+              const std::vector<int32_t>& prompt, int n, uint64_t shuffle_seed = 0) {
+  ThreadPool pool(threads, {shuffle_seed});
   Transformer tf(model, pool, 256);
   tf.set_policies(make_policy_stack(specs, model));
   Greedy g;
@@ -139,6 +139,10 @@ TEST_P(PolicyRegistryWalk, EveryPolicyIsThreadCountInvariantAndTruncatesExactly)
       const Greedy one = greedy(*model, specs, 1, prompt, 6), two = greedy(*model, specs, 2, prompt, 6);
       EXPECT_EQ(one.tokens, two.tokens) << what;
       EXPECT_EQ(one.log_probs, two.log_probs) << what << ": log-probabilities differ between 1 and 2 threads";
+      const Greedy shuffled = greedy(*model, specs, 2, prompt, 6, 0x5eed);
+      EXPECT_EQ(one.tokens, shuffled.tokens) << what << " under a shuffled schedule";
+      EXPECT_EQ(one.log_probs, shuffled.log_probs)
+          << what << ": log-probabilities differ under a shuffled schedule";
       const std::vector<float> fresh = tail_logits(*model, specs, head, {}, tail);
       try {
         const std::vector<float> truncated = tail_logits(*model, specs, head, detour, tail);
