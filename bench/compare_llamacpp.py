@@ -5,6 +5,7 @@ threads, over a matrix of models x threads x tests, repetitions interleaved in o
     python3 bench/compare_llamacpp.py                       # both project models, -t 1 and 2, 3 reps
     python3 bench/compare_llamacpp.py -m models/X.gguf -t 2 --tests pp512,tg128 -r 5
     python3 bench/compare_llamacpp.py --write BENCHMARKS.md # replace the tables between the markers
+    python3 bench/compare_llamacpp.py --contention ...      # quiet and one core busy (bench/contention.sh)
 
 Tests: ppN (prefill N tokens), tgN (decode N tokens after an empty cache), tgN@dD (decode N tokens
 after a D-token context). Prints one markdown table per model with tokens/s (median over
@@ -28,6 +29,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "Qwen2.5-Coder-0.5B-Instruct.gguf"]
 BEGIN, END = "<!-- compare_llamacpp:begin -->", "<!-- compare_llamacpp:end -->"
+CONTENTION_BEGIN, CONTENTION_END = "<!-- contention:begin -->", "<!-- contention:end -->"
 
 
 def _make_quiet_log():
@@ -131,12 +133,35 @@ def ours(binary, model, threads, test):
     return j
 
 
+class BusyCores:
+    """`n` other processes, each keeping one core busy while the block runs (as another program on a
+    shared machine would); each ends by itself when this process is gone."""
+
+    LOOP = ("import os, sys\nparent = int(sys.argv[1])\n"
+            "while os.getppid() == parent:\n    sum(range(100000))\n")
+
+    def __init__(self, n):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", self.LOOP, str(os.getpid())]) for _ in range(self.n)]
+        if self.procs:
+            time.sleep(0.2)  # running before the measurement starts
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def summary(values):
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def measure(model, threads_list, tests, reps, binary, seed):
-    """One model's rows: for each thread count, every test interleaved with llama.cpp, reps times."""
+def measure(model, threads_list, tests, reps, binary, seed, busy_list=(0,)):
+    """One model's rows: for each thread count, every test interleaved with llama.cpp, reps times,
+    each repetition once per number of busy cores in busy_list."""
     rows = []
     for threads in threads_list:
         n_ctx = max(t[1] + t[2] for t in tests) + 16
@@ -144,21 +169,25 @@ def measure(model, threads_list, tests, reps, binary, seed):
         rng = random.Random(seed)
         ref.run(("pp", 32, 0), rng)  # warm-up: page the weights in
         for test in tests:
-            mine, theirs, fractions, simd = [], [], [], None
+            runs = {busy: {"mine": [], "theirs": [], "fractions": []} for busy in busy_list}
             for rep in range(reps):
-                o = ours(binary, model, threads, test)
-                r = ref.run(test, rng)
-                mine.append(o["tps"])
-                theirs.append(r)
-                simd = o["simd"]
-                if test[0] == "tg":
-                    fractions.append(o["decode_bandwidth_fraction"])
-                print(f"{os.path.basename(model)} -t {threads} {test_name(test)} rep {rep + 1}/{reps}: "
-                      f"ours {o['tps']:.1f} llama.cpp {r:.1f} t/s", file=sys.stderr)
-            rows.append({"threads": threads, "test": test_name(test), "simd": simd, "ours": summary(mine),
-                         "llama_cpp": summary(theirs), "ratio": summary([x / y for x, y in zip(mine, theirs)]),
-                         "bandwidth_fraction": statistics.median(fractions) if fractions else None,
-                         "machine_bandwidth_gbs": o["machine_bandwidth_gbs"]})
+                for busy in busy_list:
+                    with BusyCores(busy):
+                        o = ours(binary, model, threads, test)
+                        r = ref.run(test, rng)
+                    run = runs[busy]
+                    run["mine"].append(o["tps"])
+                    run["theirs"].append(r)
+                    if test[0] == "tg":
+                        run["fractions"].append(o["decode_bandwidth_fraction"])
+                    print(f"{os.path.basename(model)} -t {threads} {test_name(test)} busy {busy} rep {rep + 1}/{reps}: "
+                          f"ours {o['tps']:.1f} llama.cpp {r:.1f} t/s", file=sys.stderr)
+            for busy, run in runs.items():
+                rows.append({"threads": threads, "test": test_name(test), "busy_cores": busy, "simd": o["simd"],
+                             "ours": summary(run["mine"]), "llama_cpp": summary(run["theirs"]),
+                             "ratio": summary([x / y for x, y in zip(run["mine"], run["theirs"])]),
+                             "bandwidth_fraction": statistics.median(run["fractions"]) if run["fractions"] else None,
+                             "machine_bandwidth_gbs": o["machine_bandwidth_gbs"]})
         ref.close()
     return rows
 
@@ -179,13 +208,41 @@ def table(model, rows, load_before, load_after, version):
     return "\n".join(out)
 
 
-def write_tables(path, text):
+def contention_table(model, rows, load_before, load_after, version):
+    """Quiet beside one core busy, per test and thread count, and the figure that matters on a shared
+    machine: what a second thread gives when only one core is free."""
+    at = {(r["test"], r["threads"], r["busy_cores"]): r for r in rows}
+    out = [f"### {os.path.basename(model)}", "",
+           f"llama-cpp-python {version}; {rows[0]['simd']}; load average {load_before:.2f} before, "
+           f"{load_after:.2f} after (the busy process counts 1); tokens/s, medians over the repetitions.", "",
+           "| test | threads | quiet: ours | quiet: llama.cpp | one core busy: ours | one core busy: llama.cpp | "
+           "busy / quiet: ours | busy / quiet: llama.cpp |",
+           "|---|---|---|---|---|---|---|---|"]
+    tests = list(dict.fromkeys(r["test"] for r in rows))
+    threads = sorted({r["threads"] for r in rows})
+    for test in tests:
+        for t in threads:
+            q, b = at[(test, t, 0)], at[(test, t, 1)]
+            out.append(f"| {test} | {t} | {q['ours']['median']:.1f} | {q['llama_cpp']['median']:.1f} | "
+                       f"{b['ours']['median']:.1f} | {b['llama_cpp']['median']:.1f} | "
+                       f"{b['ours']['median'] / q['ours']['median']:.2f} | "
+                       f"{b['llama_cpp']['median'] / q['llama_cpp']['median']:.2f} |")
+    if 1 in threads and 2 in threads:
+        out += ["", "With one core busy, `-t 2` ÷ `-t 1` (target ≥ 0.95 for ours):", ""]
+        for test in tests:
+            one, two = at[(test, 1, 1)], at[(test, 2, 1)]
+            out.append(f"- {test}: ours **{two['ours']['median'] / one['ours']['median']:.2f}**, "
+                       f"llama.cpp {two['llama_cpp']['median'] / one['llama_cpp']['median']:.2f}")
+    return "\n".join(out)
+
+
+def write_tables(path, text, begin=BEGIN, end=END):
     doc = open(path).read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"error: {path} has no {BEGIN} ... {END} markers")
-    head, rest = doc.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    open(path, "w").write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    if begin not in doc or end not in doc:
+        sys.exit(f"error: {path} has no {begin} ... {end} markers")
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    open(path, "w").write(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main():
@@ -198,7 +255,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="also write every figure to this JSON file")
     ap.add_argument("--write", help="replace the tables between the markers of this markdown file")
+    ap.add_argument("--busy", type=int, default=0, help="keep this many cores busy with other processes")
+    ap.add_argument("--contention", action="store_true",
+                    help="each repetition quiet and with one core busy; one table of both (bench/contention.sh)")
     a = ap.parse_args()
+    if a.busy < 0 or (a.busy and a.contention):
+        sys.exit("error: --busy takes a count of cores, and not with --contention")
+    busy_list = (0, 1) if a.contention else (a.busy,)
+    make_table = contention_table if a.contention else table
+    markers = (CONTENTION_BEGIN, CONTENTION_END) if a.contention else (BEGIN, END)
 
     models = a.model or [os.path.join(ROOT, "models", m) for m in DEFAULT_MODELS]
     for m in models:
@@ -214,9 +279,9 @@ def main():
     tables, results = [], []
     for model in models:
         load_before = os.getloadavg()[0]
-        rows = measure(model, threads_list, tests, a.reps, a.bin, a.seed)
+        rows = measure(model, threads_list, tests, a.reps, a.bin, a.seed, busy_list)
         load_after = os.getloadavg()[0]
-        tables.append(table(model, rows, load_before, load_after, llama_cpp.__version__))
+        tables.append(make_table(model, rows, load_before, load_after, llama_cpp.__version__))
         results.append({"model": os.path.basename(model), "load_before": load_before, "load_after": load_after,
                         "llama_cpp_python": llama_cpp.__version__, "rows": rows})
     text = "\n\n".join(tables)
@@ -225,7 +290,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
     if a.write:
-        write_tables(a.write, text)
+        write_tables(a.write, text, *markers)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,12 @@ N on stdout, a markdown table on stderr, optionally a PNG plot and a JSON file o
 the completed streams whose text differs from that run (`mismatches`, expected 0: a batched step
 must give each sequence the result it gets alone; failed streams count under `failures`).
 
+Soak (--minutes M): --concurrency clients for M minutes mixing valid, malformed and dropped requests;
+pass/fail and the RSS record as described in bench/server_soak.py.
+
+  bench/server_load.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf --minutes 10 --concurrency 16 \\
+      [--parallel 4] [--threads 2] [--chat] [--plot-rss rss.png]
+
 Only 127.0.0.1 is targeted; every server is started and stopped (SIGTERM, must exit 0) by this script.
 """
 import argparse
@@ -499,7 +505,16 @@ def main() -> int:
                        help="rotate policies over the requests and compare each with its run alone")
     scale.add_argument("--plot", metavar="FILE.png", help="aggregate tokens/s and p99 inter-token latency vs N")
     scale.add_argument("--json-out", metavar="FILE", help="all points as one JSON list")
+    soak = ap.add_argument_group("soak (bench/server_soak.py)")
+    soak.add_argument("--minutes", type=float, help="soak for this long: valid, malformed and dropped requests")
+    soak.add_argument("--rss-every", type=float, default=2.0, help="seconds between RSS samples")
+    soak.add_argument("--rss-slack", type=float, default=8.0, help="MiB of RSS growth after the warm-up allowed")
+    soak.add_argument("--plot-rss", metavar="FILE.png", dest="plot_rss", help="RSS over the soak")
     args = ap.parse_args()
+    if args.minutes:
+        import server_soak
+
+        return server_soak.soak(args)
     return scaling(args) if args.streams else mixed_load(args)
 
 

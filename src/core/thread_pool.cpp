@@ -16,8 +16,18 @@ constexpr auto kIdleSpin = std::chrono::microseconds(2000);
 // long enough for a chunk that is running, short enough that a worker the system has taken off
 // its core gets this one back soon.
 constexpr auto kJoinSpin = std::chrono::microseconds(50);
-// Chunks per thread: enough that a thread held up mid-region leaves a small share behind.
-constexpr size_t kChunksPerThread = 4;
+// Guided chunks: each claim takes 1/threads of the items left, but no less than 1/(4 threads) of
+// the region: a few claims per thread (each one a cache line passed between cores), and last
+// chunks small enough to even out the threads' finishing times.
+constexpr size_t kSmallestShare = 4;
+// A worker that reaches kLateStreak regions in a row this long after they opened (or after they
+// closed) is not getting a core of its own: it shares the caller's, or waits behind another
+// process. Its spinning would only slow the caller, so it naps, longer each time it is late again.
+constexpr auto kLate = std::chrono::microseconds(50);
+constexpr int kLateStreak = 3;
+constexpr auto kFirstNap = std::chrono::microseconds(200), kLongestNap = std::chrono::microseconds(20000);
+
+int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
 // Spins until pred() holds or `time` is over; returns pred(). Yields now and then so that on an
 // oversubscribed machine the thread we wait for can have this core.
@@ -66,6 +76,8 @@ void ThreadPool::stop_workers() {
 
 void ThreadPool::worker_loop(int index) {
   uint32_t seen = 0;
+  int late = 0;
+  auto nap = kFirstNap;
   for (;;) {
     if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, kIdleSpin)) {
       generation_.wait(seen, std::memory_order_acquire);
@@ -78,21 +90,47 @@ void ThreadPool::worker_loop(int index) {
     while (!(gate & kClosed) && !gate_.compare_exchange_weak(gate, gate + 1, std::memory_order_acquire,
                                                              std::memory_order_relaxed)) {
     }
+    const bool on_time = !(gate & kClosed) && now_ns() - opened_at_.load(std::memory_order_relaxed) <=
+                                                  std::chrono::nanoseconds(kLate).count();
+    if (on_time) {
+      late = 0, nap = kFirstNap;
+    } else if (++late >= kLateStreak) {
+      late = 0;
+      if (!(gate & kClosed) && gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1))
+        gate_.notify_one();
+      std::this_thread::sleep_for(nap);
+      nap = std::min(2 * nap, kLongestNap);
+      continue;
+    }
     if (gate & kClosed) continue;
     run_chunks(index);
     if (gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1)) gate_.notify_one();
   }
 }
 
-size_t ThreadPool::chunk_begin(size_t c) const { return shuffle_seed_ ? cuts_[c] : n_ * c / n_chunks_; }
+bool ThreadPool::claim(size_t& begin, size_t& end) {
+  if (shuffle_seed_) {
+    const size_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= order_.size()) return false;
+    begin = cuts_[order_[c]], end = cuts_[order_[c] + 1];
+    return true;
+  }
+  size_t at = next_.load(std::memory_order_relaxed);
+  while (at < n_) {
+    const size_t left = n_ - at, take = std::min(left, std::max(smallest_chunk_, left / threads_));
+    if (next_.compare_exchange_weak(at, at + take, std::memory_order_relaxed)) {
+      begin = at, end = at + take;
+      return true;
+    }
+  }
+  return false;
+}
 
 void ThreadPool::run_chunks(int index) {
-  for (;;) {
-    const size_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= n_chunks_) return;
-    const size_t chunk = shuffle_seed_ ? order_[c] : c;
-    (*fn_)(chunk_begin(chunk), chunk_begin(chunk + 1), index);
-    if (shuffle_seed_ && (c + static_cast<size_t>(index) + regions_) % 3 == 0) std::this_thread::yield();
+  size_t begin = 0, end = 0;
+  for (size_t claims = 0; claim(begin, end); ++claims) {
+    (*fn_)(begin, end, index);
+    if (shuffle_seed_ && (claims + static_cast<size_t>(index) + regions_) % 3 == 0) std::this_thread::yield();
   }
 }
 
@@ -112,21 +150,20 @@ void ThreadPool::shuffle_chunks(size_t n) {
 
 void ThreadPool::parallel_for(size_t n, const ChunkFn& fn, size_t min_items) {
   if (n == 0) return;
+  min_items = std::max<size_t>(min_items, 1);
   if (shuffle_seed_) {
-    shuffle_chunks(n);  // ignores min_items: any cut must give the same result
-    n_chunks_ = order_.size();
-  } else {
-    n_chunks_ = std::min((n + min_items - 1) / std::max<size_t>(min_items, 1),
-                         kChunksPerThread * static_cast<size_t>(n_threads_));
-    if (n_chunks_ == 1 || n_threads_ == 1) {  // nothing to share: skip waking the workers
-      fn(0, n, 0);
-      return;
-    }
+    shuffle_chunks(n);                             // ignores min_items: any cut must give the same result
+  } else if (n_threads_ == 1 || n <= min_items) {  // nothing to share: skip waking the workers
+    fn(0, n, 0);
+    return;
   }
   fn_ = &fn;
   n_ = n;
-  next_chunk_.store(0, std::memory_order_relaxed);
+  threads_ = static_cast<size_t>(n_threads_);
+  smallest_chunk_ = std::max(min_items, n / (kSmallestShare * threads_));
+  next_.store(0, std::memory_order_relaxed);
   if (n_threads_ > 1) {
+    opened_at_.store(now_ns(), std::memory_order_relaxed);
     gate_.store(0, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();

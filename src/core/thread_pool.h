@@ -2,11 +2,13 @@
 // Persistent worker pool: threads are created once and woken per parallel region, so a
 // forward pass issues hundreds of parallel regions without creating a thread.
 //
-// A region's items are cut into more chunks than threads, and each thread claims the next chunk
-// until none is left. Nothing waits for a thread that has not started: on a machine where another
-// process holds a core, the threads that run take the share of the one that does not, and the
-// region ends when the chunks taken are done. Which thread runs which chunk never changes a
-// result, as long as items are independent (every caller's are); a shuffled schedule checks that.
+// A region's items are cut into more chunks than threads (guided: each claim a share of what is
+// left), and each thread claims the next chunk until none is left. Nothing waits for a thread
+// that has not started: on a machine where another process holds a core, the threads that run
+// take the share of the one that does not, and the region ends when the chunks taken are done. A
+// worker that keeps arriving late naps instead of spinning on a core the caller needs. Which
+// thread runs which chunk never changes a result, as long as items are independent (every
+// caller's are); a shuffled schedule checks that.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -43,25 +45,29 @@ class ThreadPool {
   using ChunkFn = std::function<void(size_t, size_t, int)>;
   void stop_workers();
   void worker_loop(int index);
+  // The next chunk of the open region: false when none is left.
+  bool claim(size_t& begin, size_t& end);
   // Claims and runs chunks of the open region until none is left.
   void run_chunks(int index);
   // The shuffled schedule's cut of [0, n): random boundaries in a random order.
   void shuffle_chunks(size_t n);
-  size_t chunk_begin(size_t c) const;
 
   int n_threads_;
   std::vector<std::thread> workers_;
 
   // The open region, written by the caller while the gate is closed.
   const ChunkFn* fn_ = nullptr;
-  size_t n_ = 0, n_chunks_ = 0;
-  std::atomic<size_t> next_chunk_{0};
+  size_t n_ = 0, threads_ = 1, smallest_chunk_ = 1;
 
+  // Each on its own cache line: workers spin on generation_ while the threads claim chunks.
+  // next_: the first item not yet claimed (the next chunk's index under a shuffled schedule).
+  alignas(64) std::atomic<size_t> next_{0};
   // Gate: kClosed | the number of workers inside the region. A worker enters only while it is
   // open; the caller closes it when every chunk is claimed and waits for those inside to leave.
   static constexpr uint32_t kClosed = 1u << 31;
-  std::atomic<uint32_t> gate_{kClosed};
-  std::atomic<uint32_t> generation_{0};  // bumped per region: wakes sleeping workers
+  alignas(64) std::atomic<uint32_t> gate_{kClosed};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per region: wakes sleeping workers
+  std::atomic<int64_t> opened_at_{0};                // steady-clock ns: when the last region opened
   std::atomic<bool> stop_{false};
 
   // Shuffled schedule (tests only): seed, region count, and the region's cut and order.
