@@ -129,6 +129,18 @@ def scalar_metrics(host: str, port: int) -> dict[str, float]:
     return out
 
 
+def sse_events(resp):
+    """The JSON events of a server-sent-event stream, then None for its [DONE] (missing when the stream was cut)."""
+    for raw in resp:
+        line = raw.decode().strip()
+        if not line.startswith("data: "):
+            continue
+        if line == "data: [DONE]":
+            yield None
+            return
+        yield json.loads(line[6:])
+
+
 def one_request(host, port, i, args, chat):
     rng = random.Random(i)
     stream = i % 2 == 0
@@ -151,14 +163,10 @@ def one_request(host, port, i, args, chat):
             return {"ok": False, "error": f"HTTP {resp.status}: {resp.read()[:200]!r}"}
         if stream:
             done = False
-            for raw in resp:
-                line = raw.decode().strip()
-                if not line.startswith("data: "):
-                    continue
-                if line == "data: [DONE]":
+            for event in sse_events(resp):
+                if event is None:
                     done = True
                     break
-                event = json.loads(line[6:])
                 if "error" in event:
                     return {"ok": False, "error": event["error"]["message"]}
                 if first is None:

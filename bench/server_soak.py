@@ -81,14 +81,10 @@ def valid(host, port, rng, chat):
                 return "valid", f"incomplete body: {str(out)[:200]}"
             return "valid", None
         finish, done = None, False
-        for raw in resp:
-            line = raw.decode().strip()
-            if not line.startswith("data: "):
-                continue
-            if line == "data: [DONE]":
+        for event in sl.sse_events(resp):
+            if event is None:
                 done = True
                 break
-            event = json.loads(line[6:])
             if "error" in event:
                 return "valid", f"stream error: {event['error']}"
             finish = event["choices"][0].get("finish_reason") or finish
@@ -208,7 +204,8 @@ def soak(args) -> int:
         ax.set_xlabel("minutes")
         ax.set_ylabel("server RSS (MiB)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{report['model']}: {args.concurrency} clients, valid + malformed + dropped requests")
+        ax.set_title(f"{report['model']}: {args.concurrency} clients, valid, malformed and dropped requests",
+                     fontsize=9)
         ax.legend(loc="lower right")
         fig.tight_layout()
         fig.savefig(args.plot_rss, dpi=120)

@@ -2,7 +2,8 @@
 
 The mixed load: streaming and whole-body requests from more clients than slots, with no failure and a
 clean SIGTERM exit. The throughput-scaling mode (--streams): `openai` streams on 1 and 2 slots under a
-mix of policies give exactly the text each request gives alone, and two streams share engine steps."""
+mix of policies give exactly the text each request gives alone, and two streams share engine steps. The
+soak (--minutes): valid, malformed and dropped requests with no failure, dropped streams cancelled."""
 import json
 import subprocess
 import sys
@@ -52,3 +53,20 @@ def test_streams_scaling_batches_and_matches_alone(ts_bin, tmp_path):
     assert rows[1]["mean_batch_sequences"] > 1, rows[1]  # the two streams shared engine steps
     assert (tmp_path / "scaling.png").stat().st_size > 0
     assert "| 2 |" in res.stderr
+
+
+@pytest.mark.runtime(1)
+def test_short_soak_mixes_valid_malformed_and_dropped_requests(ts_bin, tmp_path):
+    pytest.importorskip("matplotlib")
+    model = find_model("stories260K.gguf")
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "server_load.py"), "--model", str(model), "--bin",
+                          str(ts_bin), "--minutes", "0.2", "--concurrency", "4", "--parallel", "2", "--ctx", "256",
+                          "--rss-every", "0.5", "--plot-rss", str(tmp_path / "rss.png")],
+                         capture_output=True, text=True, timeout=120)
+    report = json.loads(res.stdout)
+    assert res.returncode == 0, (report, res.stderr)
+    assert all(report["requests"][k] > 0 for k in ("valid", "malformed", "dropped")), report
+    assert not any(report["failures"].values()) and report["errors"] == []
+    assert report["server_cancelled_jobs"] > 0  # dropped streams were cancelled, not run to the end
+    assert report["server_exit_code"] == 0
+    assert (tmp_path / "rss.png").stat().st_size > 0

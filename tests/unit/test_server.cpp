@@ -95,6 +95,15 @@ class ServerModel : public ::testing::Test {
     return tok().decode(prompt).substr(before.size());
   }
 
+  // Greedy, ignoring end-of-generation: exactly max_tokens tokens, the same in any run.
+  static GenerationParams greedy_params(int max_tokens) {
+    GenerationParams p;
+    p.max_tokens = max_tokens;
+    p.sampling.temperature = 0.0f;
+    p.ignore_eos = true;
+    return p;
+  }
+
   static std::string run_to_end(Job& job) {
     std::string text;
     for (;;) {
@@ -182,10 +191,7 @@ TEST_F(ServerModel, EngineGreedyMatchesAPlainRunAndSlotsDoNotInterfere) {
   const std::vector<int32_t> a = tok().encode("Once upon a time", false, false),
                              b = tok().encode("Tom had", false, false);
   Engine engine(*model_, {.n_slots = 2, .n_ctx = 256, .threads = 1});
-  GenerationParams greedy;
-  greedy.max_tokens = 30;
-  greedy.sampling.temperature = 0.0f;
-  greedy.ignore_eos = true;
+  const GenerationParams greedy = greedy_params(30);
   // Three jobs on two slots: two decode interleaved, the third waits in the queue.
   auto ja = engine.submit({a, greedy, nullptr, "a"});
   auto jb = engine.submit({b, greedy, nullptr, "b"});
@@ -209,10 +215,7 @@ TEST_F(ServerModel, AdmissionKeepsACachedPromptForALaterJob) {
   const std::vector<int32_t> a = tok().encode("Once upon a time", false, false),
                              b = tok().encode("Tom had", false, false);
   Engine engine(*model_, {.n_slots = 2, .n_ctx = 256, .threads = 1});
-  GenerationParams greedy;
-  greedy.max_tokens = 4;
-  greedy.sampling.temperature = 0.0f;
-  greedy.ignore_eos = true;
+  const GenerationParams greedy = greedy_params(4);
   run_to_end(*engine.submit({a, greedy, nullptr, "a"}));
   run_to_end(*engine.submit({b, greedy, nullptr, "b"}));
   run_to_end(*engine.submit({a, greedy, nullptr, "c"}));
@@ -233,10 +236,7 @@ TEST_F(ServerModel, MixedPolicyBatchGivesEachJobItsSingleRunOutput) {
       {"tokenfilter:ratio=0.3"},
       {}};
   Engine engine(*model_, {.n_slots = specs.size(), .batch_tokens = 8, .n_ctx = 256, .threads = 2});
-  GenerationParams greedy;
-  greedy.max_tokens = 20;
-  greedy.sampling.temperature = 0.0f;
-  greedy.ignore_eos = true;
+  const GenerationParams greedy = greedy_params(20);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<Job>> jobs;
   for (size_t i = 0; i < specs.size(); ++i) {
