@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <utility>
 
 namespace ts {
 
@@ -103,7 +105,12 @@ void ThreadPool::worker_loop(int index) {
       continue;
     }
     if (gate & kClosed) continue;
-    run_chunks(index);
+    try {
+      run_chunks(index);
+    } catch (...) {  // the caller rethrows the first one after the region
+      abandon_region();
+      if (!worker_failed_.exchange(true)) worker_error_ = std::current_exception();
+    }
     if (gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1)) gate_.notify_one();
   }
 }
@@ -117,7 +124,9 @@ bool ThreadPool::claim(size_t& begin, size_t& end) {
   }
   size_t at = next_.load(std::memory_order_relaxed);
   while (at < n_) {
-    const size_t left = n_ - at, take = std::min(left, std::max(smallest_chunk_, left / threads_));
+    const size_t left = n_ - at;
+    size_t take = std::min(left, std::max(smallest_chunk_, left / threads_));
+    if (left - take < smallest_chunk_) take = left;  // no tail smaller than a chunk
     if (next_.compare_exchange_weak(at, at + take, std::memory_order_relaxed)) {
       begin = at, end = at + take;
       return true;
@@ -168,7 +177,27 @@ void ThreadPool::parallel_for(size_t n, const ChunkFn& fn, size_t min_items) {
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
   }
-  run_chunks(0);
+  try {
+    run_chunks(0);
+  } catch (...) {
+    // fn_ and what it captures end with this frame: no chunk may start after it.
+    abandon_region();
+    close_and_wait();
+    worker_error_ = nullptr, worker_failed_ = false;
+    throw;
+  }
+  close_and_wait();
+  if (worker_error_) {
+    worker_failed_ = false;
+    std::rethrow_exception(std::exchange(worker_error_, nullptr));
+  }
+}
+
+void ThreadPool::abandon_region() {
+  next_.store(shuffle_seed_ ? order_.size() : n_, std::memory_order_relaxed);
+}
+
+void ThreadPool::close_and_wait() {
   if (n_threads_ == 1) return;
   if ((gate_.fetch_or(kClosed, std::memory_order_acq_rel) & ~kClosed) == 0) return;
   if (spin_until([&] { return gate_.load(std::memory_order_acquire) == kClosed; }, kJoinSpin)) return;

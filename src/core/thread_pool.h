@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -37,8 +38,10 @@ class ThreadPool {
 
   // fn(begin, end, thread_index) over chunks covering [0, n) once; the caller is thread 0, and a
   // thread runs its chunks one after another (per-thread scratch indexed by thread_index is
-  // safe). A chunk has at least min_items items, so work too small to pay for waking the workers
-  // runs inline on the caller.
+  // safe). A chunk has at least min_items items (unless n is smaller), so work too small to pay
+  // for waking the workers runs inline on the caller. An exception from fn stops the chunks not
+  // yet started and is rethrown on the caller once the others are done (the first, if several).
+  // One region at a time: not re-entrant, not for two calling threads at once.
   void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t min_items = 1);
 
  private:
@@ -49,6 +52,10 @@ class ThreadPool {
   bool claim(size_t& begin, size_t& end);
   // Claims and runs chunks of the open region until none is left.
   void run_chunks(int index);
+  // No chunk of the open region starts after this.
+  void abandon_region();
+  // Closes the gate and waits for the workers inside to leave.
+  void close_and_wait();
   // The shuffled schedule's cut of [0, n): random boundaries in a random order.
   void shuffle_chunks(size_t n);
 
@@ -67,7 +74,9 @@ class ThreadPool {
   static constexpr uint32_t kClosed = 1u << 31;
   alignas(64) std::atomic<uint32_t> gate_{kClosed};
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per region: wakes sleeping workers
-  std::atomic<int64_t> opened_at_{0};                // steady-clock ns: when the last region opened
+  std::exception_ptr worker_error_;                  // a worker's exception, rethrown by the caller
+  std::atomic<bool> worker_failed_{false};
+  std::atomic<int64_t> opened_at_{0};  // steady-clock ns: when the last region opened
   std::atomic<bool> stop_{false};
 
   // Shuffled schedule (tests only): seed, region count, and the region's cut and order.

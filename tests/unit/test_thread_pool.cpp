@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -70,6 +71,28 @@ TEST(ThreadPool, RunsManyRegionsBackToBack) {
   EXPECT_EQ(total.load(), 2000L * 64);
 }
 
+// Whichever thread's chunk throws, the region stops, the caller gets the exception, and the pool
+// runs the next region whole.
+TEST(ThreadPool, AnExceptionInAChunkReachesTheCallerAndThePoolGoesOn) {
+  for (uint64_t seed : {0u, 5u}) {
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads, {seed});
+      for (size_t bad : {0u, 500u, 999u}) {
+        EXPECT_THROW(pool.parallel_for(1000,
+                                       [&](size_t b, size_t e, int) {
+                                         if (b <= bad && bad < e) throw std::runtime_error("bad item");
+                                       }),
+                     std::runtime_error);
+        std::vector<std::atomic<int>> hits(1000);
+        pool.parallel_for(hits.size(), [&](size_t b, size_t e, int) {
+          for (size_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1) << threads << " threads, seed " << seed;
+      }
+    }
+  }
+}
+
 // A thread held up inside a chunk (as by another process taking its core) holds the region up by
 // that chunk only: the others take every chunk left.
 TEST(ThreadPool, ThreadsThatRunTakeTheShareOfOneHeldUp) {
@@ -79,8 +102,8 @@ TEST(ThreadPool, ThreadsThatRunTakeTheShareOfOneHeldUp) {
   const size_t n = 64;
   pool.parallel_for(n, [&](size_t b, size_t e, int t) {
     if (t == 1 && !held.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    // The caller waits (up to a second) for the worker to be held up before taking more chunks.
-    for (int i = 0; t == 0 && !held && i < 1000; ++i)
+    // The caller waits (up to 10 s, for a loaded machine) for the worker to be held up first.
+    for (int i = 0; t == 0 && !held && i < 10000; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ++(t == 0 ? caller_chunks : worker_chunks);
     items += e - b;
