@@ -67,11 +67,12 @@ LayerProfile read_layer_profile(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not JSON (", e.what(), ")");
   }
-  TS_CHECK(j.is_object() && j.value("format", "") == kFormat, path, ": not a ", kFormat, " file");
+  TS_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, path, ": not a ", kFormat,
+           " file");
   TS_CHECK(get<int>(j, "version", path) == kVersion, path, ": profile version ", j["version"].dump(),
            " is not supported (expected ", kVersion, ")");
   LayerProfile p;
-  p.model_name = j.value("model", "");
+  if (j.contains("model")) p.model_name = get<std::string>(j, "model", path);
   p.model_hash = get<std::string>(j, "model_hash", path);
   p.policy = get<std::string>(j, "policy", path);
   p.method = get<std::string>(j, "method", path);

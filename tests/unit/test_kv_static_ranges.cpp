@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -197,6 +198,29 @@ TEST(KvStaticRanges, CalibrationCoversWhatItSawAndLeavesOutThePreserved) {
   for (size_t i = 0; i < sets[0].ranges.key_lo.size(); ++i) {
     ASSERT_GE(sets[2].ranges.key_lo[i], sets[0].ranges.key_lo[i]);
     ASSERT_LE(sets[1].ranges.value_hi[i], sets[0].ranges.value_hi[i]);
+  }
+}
+
+// Malformed files are one-line errors naming the file (a non-string "format" escaped as a JSON type
+// error before fuzz_policy_files found it).
+TEST(KvStaticRanges, MalformedProfilesAreOneLineErrors) {
+  const std::string head = R"({"format":"tokensieve-kvsink-profile",)";
+  for (const std::string& text : {std::string("{"), std::string(R"({"format":7})"), std::string("[1]"),
+                                  head + R"("model":0,"emergence_layer":1,"channel":2})",
+                                  head + R"("emergence_layer":"1","channel":2})", head + R"("channel":2})"}) {
+    const std::string path = testing::TempDir() + "/bad_kvsink_profile.json";
+    {
+      std::ofstream f(path);
+      f << text;
+    }
+    try {
+      read_outlier_profile(path);
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(path, 0), 0u) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
   }
 }
 

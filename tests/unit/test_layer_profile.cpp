@@ -68,6 +68,9 @@ TEST(LayerProfile, RejectsMalformedFiles) {
            {"order", head + R"("policy":"sleb","layers":[3,1],"sparsity":0.1})"},
            {"type", head + R"("policy":"sleb","layers":"1,3","sparsity":0.1})"},
            {"ratio", head + R"("policy":"orthorank","layers":[1],"sparsity":0.1})"},
+           // Found by fuzz_policy_files: a non-string "model" or "format" escaped as a JSON type error.
+           {"model", head + R"("model":0,"policy":"sleb","layers":[1],"sparsity":0.1})"},
+           {"format_type", R"({"format":7,"version":1})"},
        }) {
     const std::string path = write_text(name + ".json", text);
     try {

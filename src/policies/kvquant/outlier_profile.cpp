@@ -154,7 +154,8 @@ OutlierProfile read_outlier_profile(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not JSON (" + e.what() + ")");
   }
-  TS_CHECK(j.is_object() && j.value("format", "") == kFormat, path, ": not a ", kFormat, " file");
+  TS_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, path, ": not a ", kFormat,
+           " file");
   OutlierProfile p;
   try {
     p.model_name = j.value("model", "");
