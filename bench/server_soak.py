@@ -45,7 +45,8 @@ MALFORMED = [
 
 
 def request(host, port, path, body: bytes, timeout=600):
-    """One POST; (status, response object, error text or None). Connection failures are errors."""
+    """One POST: (status, response, None, connection to close), or (None, None, error text, None) when the
+    connection failed."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("POST", path, body, {"Content-Type": "application/json"})
@@ -148,7 +149,6 @@ def client(host, port, seed, deadline, chat, out, lock):
 def soak(args) -> int:
     proc, host, port = sl.start_server(args.bin, args.model, args.threads, args.parallel,
                                        max(64, args.concurrency * 2), args.ctx)
-    chat = args.chat
     started = time.monotonic()
     deadline = started + 60 * args.minutes
     samples, stop = [], threading.Event()
@@ -162,7 +162,7 @@ def soak(args) -> int:
     sampler.start()
     out = {k: {"count": 0, "errors": []} for k in ("valid", "malformed", "dropped")}
     lock = threading.Lock()
-    clients = [threading.Thread(target=client, args=(host, port, 1000 + c, deadline, chat, out, lock))
+    clients = [threading.Thread(target=client, args=(host, port, 1000 + c, deadline, args.chat, out, lock))
                for c in range(args.concurrency)]
     for c in clients:
         c.start()

@@ -25,7 +25,7 @@ constexpr size_t kSmallestShare = 4;
 // A worker that reaches kLateStreak regions in a row this long after they opened (or after they
 // closed) is not getting a core of its own: it shares the caller's, or waits behind another
 // process. Its spinning would only slow the caller, so it naps, longer each time it is late again.
-constexpr auto kLate = std::chrono::microseconds(50);
+constexpr auto kLate = std::chrono::nanoseconds(std::chrono::microseconds(50));
 constexpr int kLateStreak = 3;
 constexpr auto kFirstNap = std::chrono::microseconds(200), kLongestNap = std::chrono::microseconds(20000);
 
@@ -87,32 +87,39 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    // Enter only an open region: one already closed may be done, its function gone.
-    uint32_t gate = gate_.load(std::memory_order_relaxed);
-    while (!(gate & kClosed) && !gate_.compare_exchange_weak(gate, gate + 1, std::memory_order_acquire,
-                                                             std::memory_order_relaxed)) {
-    }
-    const bool on_time = !(gate & kClosed) && now_ns() - opened_at_.load(std::memory_order_relaxed) <=
-                                                  std::chrono::nanoseconds(kLate).count();
-    if (on_time) {
+    const bool entered = enter_region();
+    if (entered && now_ns() - opened_at_.load(std::memory_order_relaxed) <= kLate.count()) {
       late = 0, nap = kFirstNap;
     } else if (++late >= kLateStreak) {
       late = 0;
-      if (!(gate & kClosed) && gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1))
-        gate_.notify_one();
+      if (entered) leave_region();
       std::this_thread::sleep_for(nap);
       nap = std::min(2 * nap, kLongestNap);
       continue;
     }
-    if (gate & kClosed) continue;
+    if (!entered) continue;
     try {
       run_chunks(index);
     } catch (...) {  // the caller rethrows the first one after the region
       abandon_region();
       if (!worker_failed_.exchange(true)) worker_error_ = std::current_exception();
     }
-    if (gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1)) gate_.notify_one();
+    leave_region();
   }
+}
+
+// Enters only an open region: one already closed may be done, its function gone.
+bool ThreadPool::enter_region() {
+  uint32_t gate = gate_.load(std::memory_order_relaxed);
+  while (!(gate & kClosed)) {
+    if (gate_.compare_exchange_weak(gate, gate + 1, std::memory_order_acquire, std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+void ThreadPool::leave_region() {
+  if (gate_.fetch_sub(1, std::memory_order_release) == (kClosed | 1)) gate_.notify_one();
 }
 
 bool ThreadPool::claim(size_t& begin, size_t& end) {
@@ -125,7 +132,7 @@ bool ThreadPool::claim(size_t& begin, size_t& end) {
   size_t at = next_.load(std::memory_order_relaxed);
   while (at < n_) {
     const size_t left = n_ - at;
-    size_t take = std::min(left, std::max(smallest_chunk_, left / threads_));
+    size_t take = std::min(left, std::max(smallest_chunk_, left / static_cast<size_t>(n_threads_)));
     if (left - take < smallest_chunk_) take = left;  // no tail smaller than a chunk
     if (next_.compare_exchange_weak(at, at + take, std::memory_order_relaxed)) {
       begin = at, end = at + take;
@@ -168,8 +175,7 @@ void ThreadPool::parallel_for(size_t n, const ChunkFn& fn, size_t min_items) {
   }
   fn_ = &fn;
   n_ = n;
-  threads_ = static_cast<size_t>(n_threads_);
-  smallest_chunk_ = std::max(min_items, n / (kSmallestShare * threads_));
+  smallest_chunk_ = std::max(min_items, n / (kSmallestShare * static_cast<size_t>(n_threads_)));
   next_.store(0, std::memory_order_relaxed);
   if (n_threads_ > 1) {
     opened_at_.store(now_ns(), std::memory_order_relaxed);

@@ -48,6 +48,9 @@ class ThreadPool {
   using ChunkFn = std::function<void(size_t, size_t, int)>;
   void stop_workers();
   void worker_loop(int index);
+  // A worker's entry to the open region (false: the gate is closed) and its exit.
+  bool enter_region();
+  void leave_region();
   // The next chunk of the open region: false when none is left.
   bool claim(size_t& begin, size_t& end);
   // Claims and runs chunks of the open region until none is left.
@@ -64,7 +67,7 @@ class ThreadPool {
 
   // The open region, written by the caller while the gate is closed.
   const ChunkFn* fn_ = nullptr;
-  size_t n_ = 0, threads_ = 1, smallest_chunk_ = 1;
+  size_t n_ = 0, smallest_chunk_ = 1;
 
   // Each on its own cache line: workers spin on generation_ while the threads claim chunks.
   // next_: the first item not yet claimed (the next chunk's index under a shuffled schedule).

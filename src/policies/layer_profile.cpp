@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "policies/profile_json.h"
 
 namespace ts {
 namespace {
@@ -59,17 +60,8 @@ std::string model_fingerprint(const Model& model) {
 }
 
 LayerProfile read_layer_profile(const std::string& path) {
-  std::ifstream f(path);
-  TS_CHECK(f, path, ": cannot open the layer profile");
-  nlohmann::json j;
-  try {
-    f >> j;
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": not JSON (", e.what(), ")");
-  }
-  TS_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, path, ": not a ", kFormat,
-           " file");
-  TS_CHECK(get<int>(j, "version", path) == kVersion, path, ": profile version ", j["version"].dump(),
+  const nlohmann::json j = read_profile_json(path, kFormat);
+  TS_CHECK(get<int>(j, "version", path) == kVersion, path, ": profile version ", j.at("version").dump(),
            " is not supported (expected ", kVersion, ")");
   LayerProfile p;
   if (j.contains("model")) p.model_name = get<std::string>(j, "model", path);
@@ -84,8 +76,8 @@ LayerProfile read_layer_profile(const std::string& path) {
            ": an orthorank profile needs \"ratio\" in [0, 1]");
   p.sparsity = get<double>(j, "sparsity", path);
   if (j.contains("calibration")) {
-    TS_CHECK(j["calibration"].is_object(), path, ": \"calibration\" must be an object");
-    p.calibration_json = j["calibration"].dump();
+    TS_CHECK(j.at("calibration").is_object(), path, ": \"calibration\" must be an object");
+    p.calibration_json = j.at("calibration").dump();
   }
   return p;
 }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "policies/layer_profile.h"
+#include "policies/profile_json.h"
 #include "runtime/policy_stack.h"
 #include "runtime/transformer.h"
 
@@ -146,16 +147,7 @@ void write_outlier_profile(const std::string& path, const OutlierProfile& p) {
 }
 
 OutlierProfile read_outlier_profile(const std::string& path) {
-  std::ifstream f(path);
-  TS_CHECK(f, path, ": cannot read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not JSON (" + e.what() + ")");
-  }
-  TS_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, path, ": not a ", kFormat,
-           " file");
+  const nlohmann::json j = read_profile_json(path, kFormat);
   OutlierProfile p;
   try {
     p.model_name = j.value("model", "");
@@ -163,7 +155,7 @@ OutlierProfile read_outlier_profile(const std::string& path) {
     p.emergence_layer = j.at("emergence_layer").get<uint32_t>();
     p.channel = j.at("channel").get<uint32_t>();
     p.channels = j.value("channels", std::vector<uint32_t>{});
-    if (j.contains("calibration")) p.calibration_json = j["calibration"].dump();
+    if (j.contains("calibration")) p.calibration_json = j.at("calibration").dump();
     if (j.contains("ranges"))
       for (const nlohmann::json& r : j.at("ranges")) p.ranges.push_back(ranges_from_json(r, path));
   } catch (const nlohmann::json::exception& e) {
