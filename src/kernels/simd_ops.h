@@ -13,6 +13,9 @@
 
 namespace ts {
 
+// sqrt(2 / pi): GELU's tanh approximation (gelu_mul).
+inline constexpr float kGeluTanhScale = 0.7978845608f;
+
 // Rows per block of dot_f16_blocks.
 inline constexpr size_t kF16Block = 16;
 
@@ -54,6 +57,9 @@ struct SimdOps {
   void (*rms_norm)(const float* x, const float* weight, float* y, size_t n, float eps);
   // gate = silu(gate) * up (SwiGLU)
   void (*silu_mul)(float* gate, const float* up, size_t n);
+  // gate = gelu(gate) * up (GeGLU), GELU's tanh approximation: x * sigmoid(2 * sqrt(2/pi) * (x + 0.044715
+  // x^3))
+  void (*gelu_mul)(float* gate, const float* up, size_t n);
   // x = softmax(x), in place
   void (*softmax)(float* x, size_t n);
   // Rotates the first rot_dim dims of one head with tables from rope_tables(); neox selects the

@@ -31,6 +31,14 @@ WeightView matrix(const GgufFile& g, const std::string& name, uint64_t cols, uin
   return WeightView{&traits, t.data, rows, cols};
 }
 
+// Rows first.. of a matrix, as a matrix of its own (Q, K and V of a fused attn_qkv).
+WeightView row_range(const WeightView& w, size_t first, size_t rows) {
+  WeightView part = w;
+  part.data = w.data + first * w.row_stride();
+  part.rows = rows;
+  return part;
+}
+
 std::vector<float> vector_f32(const GgufFile& g, const std::string& name, uint64_t n) {
   const GgufTensor& t = require_tensor(g, name, {n});
   std::vector<float> out(n);
@@ -50,7 +58,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   TS_CHECK(static_cast<uint32_t>(m->tokenizer_->n_vocab()) == c.n_vocab, g.name(), ": tokenizer has ",
            m->tokenizer_->n_vocab(), " tokens but the model vocabulary is ", c.n_vocab);
 
-  const uint64_t d = c.n_embd, kv = uint64_t{c.n_kv_heads} * c.head_dim;
+  const Architecture& arch = c.traits;
+  const uint64_t d = c.n_embd, qd = c.q_dim, kv = c.kv_dim(), hd = c.head_dim;
   m->token_embd_ = matrix(g, "token_embd.weight", d, c.n_vocab);
   m->output_ = g.find_tensor("output.weight") ? matrix(g, "output.weight", d, c.n_vocab) : m->token_embd_;
   m->output_norm_ = vector_f32(g, "output_norm.weight", d);
@@ -59,31 +68,54 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     LayerWeights L;
     L.attn_norm = vector_f32(g, p + "attn_norm.weight", d);
     L.ffn_norm = vector_f32(g, p + "ffn_norm.weight", d);
-    L.wq = matrix(g, p + "attn_q.weight", d, d);
-    L.wk = matrix(g, p + "attn_k.weight", d, kv);
-    L.wv = matrix(g, p + "attn_v.weight", d, kv);
-    L.wo = matrix(g, p + "attn_output.weight", d, d);
-    if (c.qkv_bias) {
-      L.bq = vector_f32(g, p + "attn_q.bias", d);
+    if (arch.fused_qkv) {
+      const WeightView qkv = matrix(g, p + "attn_qkv.weight", d, qd + 2 * kv);
+      L.wq = row_range(qkv, 0, qd);
+      L.wk = row_range(qkv, qd, kv);
+      L.wv = row_range(qkv, qd + kv, kv);
+    } else {
+      L.wq = matrix(g, p + "attn_q.weight", d, qd);
+      L.wk = matrix(g, p + "attn_k.weight", d, kv);
+      L.wv = matrix(g, p + "attn_v.weight", d, kv);
+    }
+    L.wo = matrix(g, p + "attn_output.weight", qd, d);
+    if (arch.qkv_bias) {
+      L.bq = vector_f32(g, p + "attn_q.bias", qd);
       L.bk = vector_f32(g, p + "attn_k.bias", kv);
       L.bv = vector_f32(g, p + "attn_v.bias", kv);
     }
-    L.w_gate = matrix(g, p + "ffn_gate.weight", d, c.n_ff);
-    L.w_up = matrix(g, p + "ffn_up.weight", d, c.n_ff);
+    if (arch.qk_norm) {
+      L.q_norm = vector_f32(g, p + "attn_q_norm.weight", hd);
+      L.k_norm = vector_f32(g, p + "attn_k_norm.weight", hd);
+    }
+    if (arch.post_norms) {
+      L.post_attn_norm = vector_f32(g, p + "post_attention_norm.weight", d);
+      L.post_ffn_norm = vector_f32(g, p + "post_ffw_norm.weight", d);
+    }
+    if (arch.fused_gate_up) {
+      const WeightView gate_up = matrix(g, p + "ffn_up.weight", d, 2 * uint64_t{c.n_ff});
+      L.w_gate = row_range(gate_up, 0, c.n_ff);
+      L.w_up = row_range(gate_up, c.n_ff, c.n_ff);
+    } else {
+      L.w_gate = matrix(g, p + "ffn_gate.weight", d, c.n_ff);
+      L.w_up = matrix(g, p + "ffn_up.weight", d, c.n_ff);
+    }
     L.w_down = matrix(g, p + "ffn_down.weight", c.n_ff, d);
     m->layers_.push_back(std::move(L));
   }
   m->pack_matrices();
 
   const size_t half = c.rot_dim / 2;
-  m->rope_inv_freq_.resize(half);
-  for (size_t i = 0; i < half; ++i)
-    m->rope_inv_freq_[i] =
-        static_cast<float>(std::pow(double{c.rope_base}, -2.0 * double(i) / c.rot_dim) / c.rope_linear_scale);
-  // Llama 3.1 style scaling ships per-frequency divisors.
+  for (const RopeSpec& rope : c.ropes) {
+    std::vector<float>& inv_freq = m->rope_inv_freq_.emplace_back(half);
+    for (size_t i = 0; i < half; ++i)
+      inv_freq[i] =
+          static_cast<float>(std::pow(double{rope.base}, -2.0 * double(i) / c.rot_dim) / rope.linear_scale);
+  }
+  // Llama 3.1 style scaling ships per-frequency divisors (of the global RoPE).
   if (g.find_tensor("rope_freqs.weight")) {
     const std::vector<float> factors = vector_f32(g, "rope_freqs.weight", half);
-    for (size_t i = 0; i < half; ++i) m->rope_inv_freq_[i] /= factors[i];
+    for (size_t i = 0; i < half; ++i) m->rope_inv_freq_[0][i] /= factors[i];
   }
   return m;
 }
@@ -116,8 +148,11 @@ size_t Model::decode_weight_bytes() const {
   };
   size_t total = matrix_bytes(output_) + output_norm_.size() * sizeof(float);
   for (const LayerWeights& L : layers_) {
-    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += matrix_bytes(*w);
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv}) total += v->size() * sizeof(float);
+    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      total += matrix_bytes(*w);
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
+                          &L.post_attn_norm, &L.post_ffn_norm})
+      total += v->size() * sizeof(float);
   }
   return total;
 }

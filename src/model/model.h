@@ -12,10 +12,13 @@
 
 namespace ts {
 
+// One layer's tensors; what an architecture lacks stays empty (Architecture says which it has).
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
-  WeightView wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;  // empty unless the architecture has QKV bias
+  WeightView wq, wk, wv, wo;          // Q, K, V: row ranges of one matrix when the file fuses them
+  std::vector<float> bq, bk, bv;      // QKV bias
+  std::vector<float> q_norm, k_norm;  // per-head RMSNorm weights (head_dim)
+  std::vector<float> post_attn_norm, post_ffn_norm;  // RMSNorm of the block outputs (n_embd)
   WeightView w_gate, w_up, w_down;
 };
 
@@ -32,8 +35,8 @@ class Model {
   const WeightView& output() const { return output_; }  // token_embd when tied
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
-  // RoPE inverse frequencies per rotated pair, with any frequency scaling applied.
-  const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
+  // RoPE inverse frequencies per rotated pair of config().ropes[rope], with any frequency scaling applied.
+  const std::vector<float>& rope_inv_freq(size_t rope = 0) const { return rope_inv_freq_[rope]; }
   // Bytes of all weight tensors in the file.
   size_t weight_bytes() const;
   // Bytes one decode step reads: every matrix of the matrix products as it is read (its packed
@@ -48,7 +51,7 @@ class Model {
   WeightView token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
-  std::vector<float> rope_inv_freq_;
+  std::vector<std::vector<float>> rope_inv_freq_;
   // Packed copies of the matrices the fast products read (kernels/packed_rows.h), 64-byte aligned
   // in one buffer; the mapped pages they were copied from are released.
   LargePageBuffer packed_;

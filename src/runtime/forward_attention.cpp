@@ -55,6 +55,17 @@ MergedSoftmax merge_parts(const std::vector<float>& m, const std::vector<float>&
 }
 }  // namespace
 
+// The keys a token at `pos` attends at `layer`: those the layer holds up to pos, inside its
+// sliding window if it has one. The model's window, not a policy's choice: it narrows whatever
+// keys the policies hold or select.
+std::span<const uint32_t> ForwardPass::attended_keys(const KvCache& cache, size_t layer, size_t pos) const {
+  const std::span<const uint32_t> held = cache.held(layer, pos);
+  const size_t window = model_.config().layers[layer].window;
+  if (window == 0 || pos < window) return held;
+  const auto first = std::lower_bound(held.begin(), held.end(), pos + 1 - window);
+  return held.subspan(static_cast<size_t>(first - held.begin()));
+}
+
 // Keys per work item for `streams` key streams of at most n_keys_max keys: whole streams when
 // there are enough of them for the threads, else chunks of at least
 // kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
@@ -91,7 +102,7 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t st
 // chunk); on quantized caches a tile is one row and its keys are all in the chunks.
 void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_only) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim, pos0 = s.pos0;
+  const size_t d = c.q_dim, hd = c.head_dim, pos0 = s.pos0;
   KvCache& cache = s.cache();
   const float* q_rows = &q_[s.q0 * d];
   float* out = &attn_out_[s.attn0 * d];
@@ -103,18 +114,21 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
     if (inline_only) return fn(0, n, 0);
     pool_.parallel_for(n, fn, min_items);
   };
-  // The keys of row i: positions 0..pos (no holes) or the held ones.
-  const auto keys_of = [&](size_t i) { return cache.held(layer, pos0 + rows[i]); };
+  // The keys of row i: positions 0..pos (no holes) or the held ones, inside the layer's window.
+  const auto keys_of = [&](size_t i) { return attended_keys(cache, layer, pos0 + rows[i]); };
   // F16: KV head kvh's j-th key at key_rows + kvh * head_stride + j * hd (head-major).
   const uint16_t *key_rows = nullptr, *value_rows = nullptr;
   size_t head_stride = 0;
-  const bool tiled = !cache.quantized();
-  if (tiled && !cache.holds_all(layer)) {
+  // Rows of a sliding-window layer start their keys at different positions: no shared tiles.
+  const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
+  // F16: the j-th held position is key row j (of the compact copy when the layer has holes).
+  const uint32_t* held_base = cache.held(layer, 0).data();
+  if (!cache.quantized() && !cache.holds_all(layer)) {
     const KvCache::CompactRows held = cache.compact_rows(layer);
     key_rows = held.keys;
     value_rows = held.values;
     head_stride = held.head_stride;
-  } else if (tiled) {
+  } else if (!cache.quantized()) {
     key_rows = cache.key_head(layer, 0);
     value_rows = cache.value_head(layer, 0);
     head_stride = cache.head_stride();
@@ -137,10 +151,14 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
     return aligned == 0 ? std::span<const uint32_t>{} : cache.held(layer, aligned - 1);
   };
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
-  const size_t streams = n_tiles * c.n_kv_heads, n_keys_max = tile_keys(n_tiles - 1).size();
+  // The last tile has the most keys, but for a window over a layer with holes.
+  size_t n_keys_max = tile_keys(n_tiles - 1).size();
+  if (c.layers[layer].window > 0)
+    for (size_t t = 0; t + 1 < n_tiles; ++t) n_keys_max = std::max(n_keys_max, tile_keys(t).size());
+  const size_t streams = n_tiles * c.n_kv_heads;
   const KeyChunks plan = plan_key_chunks(p, streams, n_keys_max, tile_queries, tails);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.attn_scale;
   for_items(
       streams * n_chunks,
       [&](size_t b, size_t e, int) {
@@ -169,7 +187,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
           if (cache.quantized()) {
             attend_coded(cache, layer, kvh, q, group, keys.subspan(start, len), scale, m, l, acc);
           } else {
-            const size_t at = kvh * head_stride + start * hd;
+            const size_t at = kvh * head_stride + (static_cast<size_t>(keys.data() - held_base) + start) * hd;
             k.attn_chunk(q, n_q, key_rows + at, value_rows + at, hd, len, hd, scale, m, l, acc);
           }
         }
@@ -211,7 +229,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
 void ForwardPass::attend_listed(Slice& s, size_t layer) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, hd = c.head_dim, n_heads = c.n_heads, pos0 = s.pos0;
+  const size_t d = c.q_dim, hd = c.head_dim, n_heads = c.n_heads, pos0 = s.pos0;
   KvCache& cache = s.cache();
   PolicyStack* policies = s.policies();
   const float* q_rows = &q_[s.q0 * d];
@@ -237,13 +255,13 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
         list.clear();
         selector->select_keys(
             {layer, pos, h, h / group, {&q_rows[i * d + h * hd], per_list * hd}, &cache, per_list},
-            cache.held(layer, pos), list);
+            attended_keys(cache, layer, pos), list);
         for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });
   } else {
     for (size_t task = 0; task < tasks; ++task)
-      key_spans_[task] = cache.held(layer, pos0 + rows[task / n_heads]);
+      key_spans_[task] = attended_keys(cache, layer, pos0 + rows[task / n_heads]);
   }
 
   // Gathers: the first query head of a run of n_q heads of one KV head that read the same list.
@@ -270,7 +288,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     attn_probs_.resize(std::max(attn_probs_.size(), tasks));
     for (size_t task = 0; task < tasks; ++task) attn_probs_[task].resize(key_spans_[task].size());
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.attn_scale;
   pool_.parallel_for(
       n_gathers * n_chunks,
       [&](size_t b, size_t e, int) {

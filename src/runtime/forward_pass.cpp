@@ -27,18 +27,22 @@ ForwardPass::ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision p
 void ForwardPass::resize_scratch(size_t n_tok) {
   if (n_tok <= scratch_tokens_) return;
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd, kv = size_t{c.n_kv_heads} * c.head_dim;
+  const size_t d = c.n_embd, kv = c.kv_dim();
   x_.resize(n_tok * d);
   xn_.resize(n_tok * d);
   xg_.resize(n_tok * d);
-  q_.resize(n_tok * d);
+  q_.resize(n_tok * c.q_dim);
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
-  attn_out_.resize(n_tok * d);
+  attn_out_.resize(n_tok * c.q_dim);
   gate_.resize(n_tok * c.n_ff);
   up_.resize(n_tok * c.n_ff);
-  rope_cos_.resize(n_tok * c.rot_dim);
-  rope_sin_.resize(n_tok * c.rot_dim);
+  rope_cos_.resize(c.ropes.size());
+  rope_sin_.resize(c.ropes.size());
+  for (size_t r = 0; r < c.ropes.size(); ++r) {
+    rope_cos_[r].resize(n_tok * c.rot_dim);
+    rope_sin_[r].resize(n_tok * c.rot_dim);
+  }
   scratch_tokens_ = n_tok;
 }
 
@@ -79,8 +83,11 @@ void ForwardPass::run(std::span<const SequenceStep> steps, const LogitsSink& on_
     for (size_t t = 0; t < s.n_tok; ++t) {
       const size_t row = s.row0 + t;
       weight_row_to_float(model_.token_embd(), static_cast<size_t>(steps[i].tokens[t]), &x_[row * d]);
-      rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq().data(), c.rot_dim, c.rope_layout,
-                  &rope_cos_[row * c.rot_dim], &rope_sin_[row * c.rot_dim]);
+      if (c.embedding_scale != 1.0f)
+        for (size_t j = 0; j < d; ++j) x_[row * d + j] *= c.embedding_scale;
+      for (size_t r = 0; r < c.ropes.size(); ++r)
+        rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq(r).data(), c.rot_dim, c.rope_layout,
+                    &rope_cos_[r][row * c.rot_dim], &rope_sin_[r][row * c.rot_dim]);
     }
     if (s.policies()) s.policies()->begin_batch(s.pos0, s.n_tok);
     s.cache().begin_batch(s.pos0, s.n_tok);
@@ -155,7 +162,7 @@ ForwardPass::Gathered ForwardPass::gather(const float* src, size_t width, RowSet
 void ForwardPass::attention_block(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd;
+  const size_t d = c.n_embd, qd = c.q_dim;
   for (Slice& s : slices_) {
     PolicyStack* p = s.policies();
     s.skips = p && p->skips_attention(layer);
@@ -175,11 +182,11 @@ void ForwardPass::attention_block(size_t layer) {
     // Policies that look at the rotated keys (and queries) before they are stored get them first.
     if (s.kv_decided) {
       const size_t kv = s.cache().kv_dim();
-      rope_rows(&k_[s.kv0 * kv], s, s.rows.kv, c.n_kv_heads, kv);
-      if (s.skip_reads_q) rope_rows(&q_[s.q0 * d], s, s.rows.kv, c.n_heads, d);
+      position_rows(&k_[s.kv0 * kv], s, s.rows.kv, layer, Heads::Keys);
+      if (s.skip_reads_q) position_rows(&q_[s.q0 * qd], s, s.rows.kv, layer, Heads::Queries);
       const KvRows written{
           layer,      s.pos0,          &s.rows.kv,      kv,
-          c.head_dim, &k_[s.kv0 * kv], &v_[s.kv0 * kv], s.skip_reads_q ? &q_[s.q0 * d] : nullptr,
+          c.head_dim, &k_[s.kv0 * kv], &v_[s.kv0 * kv], s.skip_reads_q ? &q_[s.q0 * qd] : nullptr,
           c.n_heads};
       s.policies()->decide_kv(layer_input(s, layer), written, s.rows, s.kv_storage);
     }
@@ -201,7 +208,7 @@ void ForwardPass::attention_block(size_t layer) {
       // the queries of the rows left attending, compacted in order
       for (size_t i = 0; i < s.rows.attn.size(); ++i) {
         const size_t from = s.rows.kv.index_of(s.rows.attn[i]);
-        if (from != i) std::copy_n(&q_[(s.q0 + from) * d], d, &q_[(s.q0 + i) * d]);
+        if (from != i) std::copy_n(&q_[(s.q0 + from) * qd], qd, &q_[(s.q0 + i) * qd]);
       }
     }
     PolicyStack* p = s.policies();
@@ -220,6 +227,7 @@ void ForwardPass::attention_block(size_t layer) {
     });
   if (n_attn == 0) return;
   matmul(L.wo, attn_out_.data(), n_attn, xn_.data(), pool_, precision_);
+  if (!L.post_attn_norm.empty()) rms_norm_rows(xn_.data(), L.post_attn_norm, xn_.data(), n_attn);
   for (const Slice& s : slices_)
     if (!s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);
 }
@@ -229,7 +237,7 @@ void ForwardPass::attention_block(size_t layer) {
 void ForwardPass::project_kv(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, kv = size_t{c.n_kv_heads} * c.head_dim;
+  const size_t d = c.n_embd, qd = c.q_dim, kv = c.kv_dim();
   const bool all_fused = std::all_of(slices_.begin(), slices_.end(),
                                      [](const Slice& s) { return s.fused_qkv || s.rows.idle(); });
   if (!all_fused) {
@@ -247,7 +255,7 @@ void ForwardPass::project_kv(size_t layer) {
   }
   if (!c.qkv_bias) return;
   for (const Slice& s : slices_) {
-    if (s.fused_qkv) add_bias(&q_[s.q0 * d], L.bq, s.rows.kv.size());
+    if (s.fused_qkv) add_bias(&q_[s.q0 * qd], L.bq, s.rows.kv.size());
     add_bias(&k_[s.kv0 * kv], L.bk, s.rows.kv.size());
     add_bias(&v_[s.kv0 * kv], L.bv, s.rows.kv.size());
   }
@@ -258,19 +266,19 @@ void ForwardPass::project_kv(size_t layer) {
 void ForwardPass::project_late_queries(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd;
+  const size_t d = c.n_embd, qd = c.q_dim;
   size_t q_end = 0;
   for (const Slice& s : slices_)
     if (s.fused_qkv) q_end = std::max(q_end, s.q0 + s.rows.kv.size());
   for (Slice& s : slices_) s.late_q = !s.fused_qkv && !s.rows.attn.empty();
   const Gathered x_q = gather(xn_.data(), d, &LayerRows::attn, &Slice::q0, &Slice::late_q);
   if (x_q.n == 0) return;
-  matmul(L.wq, x_q.rows, x_q.n, &q_[q_end * d], pool_, precision_);
+  matmul(L.wq, x_q.rows, x_q.n, &q_[q_end * qd], pool_, precision_);
   for (Slice& s : slices_) {
     if (!s.late_q) continue;
     s.q0 += q_end;
-    if (c.qkv_bias) add_bias(&q_[s.q0 * d], L.bq, s.rows.attn.size());
-    rope_rows(&q_[s.q0 * d], s, s.rows.attn, c.n_heads, d);
+    if (c.qkv_bias) add_bias(&q_[s.q0 * qd], L.bq, s.rows.attn.size());
+    position_rows(&q_[s.q0 * qd], s, s.rows.attn, layer, Heads::Queries);
   }
 }
 
@@ -284,11 +292,13 @@ void ForwardPass::ffn_block(size_t layer) {
   const SimdOps& k = ops();
   rms_norm_rows(x.rows, L.ffn_norm, xn_.data(), m);
   matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), m, pool_, precision_);
+  const auto activation = c.traits.ffn == FfnActivation::GeluTanh ? k.gelu_mul : k.silu_mul;
   pool_.parallel_for(m, [&](size_t b, size_t e, int) {
     // Row by row: results must not depend on how tokens are split across threads.
-    for (size_t t = b; t < e; ++t) k.silu_mul(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
+    for (size_t t = b; t < e; ++t) activation(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
   });
   matmul(L.w_down, gate_.data(), m, xn_.data(), pool_, precision_);
+  if (!L.post_ffn_norm.empty()) rms_norm_rows(xn_.data(), L.post_ffn_norm, xn_.data(), m);
   for (const Slice& s : slices_)
     if (!s.rows.ffn.empty()) s.rows.ffn.add_to(&xn_[s.ffn0 * d], d, &x_[s.row0 * d]);
 }
@@ -302,29 +312,39 @@ void ForwardPass::rms_norm_rows(const float* x, const std::vector<float>& weight
   });
 }
 
-// Rotates the heads of one row with the tables of batch row `batch_row`: every token keeps its
-// original position, whichever tokens run.
-void ForwardPass::rope_row(float* x, size_t batch_row, size_t n_heads) const {
+// The last stage of Q or K, after the projection and bias: RMSNorm of each head (Qwen3, Gemma 3),
+// then the rotation with layer's RoPE tables of batch row `batch_row` (every token keeps its
+// original position, whichever tokens run).
+void ForwardPass::position_row(float* x, size_t batch_row, size_t layer, Heads heads) const {
   const ModelConfig& c = model_.config();
-  const float* cos_t = &rope_cos_[batch_row * c.rot_dim];
-  const float* sin_t = &rope_sin_[batch_row * c.rot_dim];
-  for (size_t h = 0; h < n_heads; ++h)
-    ops().rope(x + h * c.head_dim, cos_t, sin_t, c.rot_dim, c.rope_layout == RopeLayout::Neox);
+  const LayerWeights& L = model_.layers()[layer];
+  const std::vector<float>& norm = heads == Heads::Queries ? L.q_norm : L.k_norm;
+  const size_t n_heads = heads == Heads::Queries ? c.n_heads : c.n_kv_heads, rope = c.layers[layer].rope;
+  const float* cos_t = &rope_cos_[rope][batch_row * c.rot_dim];
+  const float* sin_t = &rope_sin_[rope][batch_row * c.rot_dim];
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* head = x + h * c.head_dim;
+    if (!norm.empty()) ops().rms_norm(head, norm.data(), head, c.head_dim, c.rms_eps);
+    ops().rope(head, cos_t, sin_t, c.rot_dim, c.rope_layout == RopeLayout::Neox);
+  }
 }
 
-// Rotates compact rows x (row i is slice row rows[i]).
-void ForwardPass::rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride) {
+// position_row of compact rows x (row i is slice row rows[i]).
+void ForwardPass::position_rows(float* x, const Slice& s, const RowSet& rows, size_t layer, Heads heads) {
+  const ModelConfig& c = model_.config();
+  const size_t stride = heads == Heads::Queries ? c.q_dim : c.kv_dim();
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
-    for (size_t i = b; i < e; ++i) rope_row(x + i * stride, s.row0 + rows[i], n_heads);
+    for (size_t i = b; i < e; ++i) position_row(x + i * stride, s.row0 + rows[i], layer, heads);
   });
 }
 
-// One pass over a slice's kv rows: RoPE on K (rotate_k) and on Q (rotate_q: Q rows are the K/V
-// rows), then the cache write of every row not dropped (the policies' storage when they decided
-// it, else the default). Afterwards the cache learns which of the batch's positions this layer holds.
+// One pass over a slice's kv rows: K's and Q's last stage (position_row) on K (rotate_k) and on Q
+// (rotate_q: Q rows are the K/V rows), then the cache write of every row not dropped (the policies' storage
+// when they decided it, else the default). Afterwards the cache learns which of the batch's positions this
+// layer holds.
 void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q) {
   const ModelConfig& c = model_.config();
-  const size_t d = c.n_embd;
+  const size_t qd = c.q_dim;
   KvCache& cache = s.cache();
   const size_t kv = cache.kv_dim();
   const RowSet& rows = s.rows.kv;
@@ -332,8 +352,8 @@ void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rot
   const auto dropped = [&](size_t i) { return storage && storage[i] == KvStorage::Dropped; };
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
     for (size_t i = b; i < e; ++i) {
-      if (rotate_q) rope_row(&q_[(s.q0 + i) * d], s.row0 + rows[i], c.n_heads);
-      if (rotate_k) rope_row(&k_[(s.kv0 + i) * kv], s.row0 + rows[i], c.n_kv_heads);
+      if (rotate_q) position_row(&q_[(s.q0 + i) * qd], s.row0 + rows[i], layer, Heads::Queries);
+      if (rotate_k) position_row(&k_[(s.kv0 + i) * kv], s.row0 + rows[i], layer, Heads::Keys);
       if (dropped(i)) continue;
       cache.store(layer, s.pos0 + rows[i], &k_[(s.kv0 + i) * kv], &v_[(s.kv0 + i) * kv],
                   storage ? storage[i] : KvStorage::Default);

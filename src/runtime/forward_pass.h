@@ -77,8 +77,9 @@ class ForwardPass {
   Gathered gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
                   bool Slice::*take = nullptr);
   void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
-  void rope_row(float* x, size_t batch_row, size_t n_heads) const;
-  void rope_rows(float* x, const Slice& s, const RowSet& rows, size_t n_heads, size_t stride);
+  enum class Heads { Queries, Keys };
+  void position_row(float* x, size_t batch_row, size_t layer, Heads heads) const;
+  void position_rows(float* x, const Slice& s, const RowSet& rows, size_t layer, Heads heads);
   void rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q);
   // Partial results of attention work items, and attend()'s query tiles: first row of each tile
   // (and rows.attn.size() last), each row's tile. One per pool thread: slices attend side by side.
@@ -89,6 +90,7 @@ class ForwardPass {
   // inline_only: every work item on the calling thread (the caller shares slices among threads).
   void attend(Slice& s, size_t layer, AttentionParts& parts, bool inline_only);
   void attend_listed(Slice& s, size_t layer);
+  std::span<const uint32_t> attended_keys(const KvCache& cache, size_t layer, size_t pos) const;
   // How attend and attend_listed cut key streams into work items (see plan_key_chunks).
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
@@ -111,7 +113,8 @@ class ForwardPass {
   // Steps on a token subset use compact rows of q_, k_, v_, attn_out_, gate_, up_, xn_; xg_ holds
   // gathered inputs.
   std::vector<float> x_, xn_, xg_, q_, k_, v_, attn_out_, gate_, up_, logits_;
-  std::vector<float> rope_cos_, rope_sin_;  // rope_tables() of each row of the batch
+  std::vector<std::vector<float>> rope_cos_,
+      rope_sin_;  // per RoPE of the model: rope_tables() of each batch row
   std::vector<uint32_t> stored_positions_;
   struct LogitRow {
     uint32_t slice, row;  // row of the slice's step

@@ -45,6 +45,17 @@ TEST(Bf16, ScalarRoundingIsNearestEvenAndKeepsNaN) {
   EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
 }
 
+// The scalar GeGLU against GELU's tanh form as written (transformers' gelu_pytorch_tanh).
+TEST(GeluMul, ScalarIsTheTanhApproximation) {
+  std::vector<float> x{-12.0f, -3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 2.5f, 12.0f}, up(x.size(), 2.0f);
+  std::vector<float> y = x;
+  scalar_ops().gelu_mul(y.data(), up.data(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], gelu = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(y[i], 2 * gelu, 1e-6 * (1 + std::fabs(2 * gelu))) << "x = " << v;
+  }
+}
+
 class SimdOpsTest : public ::testing::TestWithParam<SimdLevel> {
  protected:
   void SetUp() override {
@@ -295,6 +306,12 @@ TEST_P(SimdOpsTest, PerTokenOpsMatchScalar) {
     simd().silu_mul(g1.data(), w.data(), n);
     ref().silu_mul(g2.data(), w.data(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g2[i])));
+    auto e1 = random_floats(n, 15), e2 = e1;
+    for (auto* v : {&e1, &e2})
+      for (float& e : *v) e *= 6.0f;  // through both tails of the tanh
+    simd().gelu_mul(e1.data(), w.data(), n);
+    ref().gelu_mul(e2.data(), w.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(e1[i], e2[i], 1e-5f * (1 + std::fabs(e2[i])));
     auto s1 = random_floats(n, 14), s2 = s1;
     for (auto* v : {&s1, &s2})
       for (float& e : *v) e *= 10.0f;  // spread the logits over a wide range of exp()

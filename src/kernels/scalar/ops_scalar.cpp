@@ -73,6 +73,13 @@ void silu_mul(float* gate, const float* up, size_t n) {
   for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void gelu_mul(float* gate, const float* up, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = gate[i], u = kGeluTanhScale * (x + 0.044715f * x * x * x);
+    gate[i] = x / (1.0f + std::exp(-2.0f * u)) * up[i];
+  }
+}
+
 void softmax(float* x, size_t n) {
   const float mx = *std::max_element(x, x + n);
   float sum = 0.0f;
@@ -174,6 +181,7 @@ const SimdOps& scalar_ops() {
                              f32_to_f16,
                              rms_norm,
                              silu_mul,
+                             gelu_mul,
                              softmax,
                              rope,
                              attn_chunk,
