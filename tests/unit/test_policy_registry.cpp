@@ -1,7 +1,8 @@
 // Every policy of the registry under the same checks, as kvpress runs its default presses: each
 // entry has an example spec here (an entry added to the registry without one fails), alone and
-// stacked with a KV-quantizing policy, on both real models' shapes (SmolLM2: llama, Q4_1;
-// Qwen2.5-Coder-0.5B: qwen2, mixed K-quants). Each must give the same greedy tokens and
+// stacked with a KV-quantizing policy, on the real models' shapes (SmolLM2: llama, Q4_1;
+// Qwen2.5-Coder-0.5B: qwen2, mixed K-quants; Gemma 3 270M: gemma3, head_dim 256 with one KV head,
+// sliding-window layers). Each must give the same greedy tokens and
 // log-probabilities at 1 and 2 threads and under a shuffled schedule, and a cache truncated back to a
 // position and extended again must give what a sequence that never went past that position gives.
 #include <gtest/gtest.h>
@@ -28,10 +29,12 @@ namespace {
 struct ModelCase {
   const char* file;
   const char* profile_prefix;  // profiles/<prefix>-...json
+  const char* test_name;
 };
 
-const ModelCase kModels[] = {{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m"},
-                             {"Qwen2.5-Coder-0.5B-Instruct.gguf", "qwen2.5-coder-0.5b"}};
+const ModelCase kModels[] = {{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m", "SmolLM2"},
+                             {"Qwen2.5-Coder-0.5B-Instruct.gguf", "qwen2.5-coder-0.5b", "Qwen05B"},
+                             {"gemma-3-270m-Q4_K_M.gguf", "gemma3-270m", "Gemma3_270M"}};
 
 constexpr const char* kQuantizedKv = "kvquant:bits=4,group=32";
 // Evicting step by step, they keep no history to rewind (a one-line error instead of a wrong cache).
@@ -156,10 +159,7 @@ TEST_P(PolicyRegistryWalk, EveryPolicyIsThreadCountInvariantAndTruncatesExactly)
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PolicyRegistryWalk, testing::ValuesIn(kModels),
-                         [](const testing::TestParamInfo<ModelCase>& info) {
-                           return std::string(info.param.profile_prefix).starts_with("smollm2") ? "SmolLM2"
-                                                                                                : "Qwen05B";
-                         });
+                         [](const testing::TestParamInfo<ModelCase>& info) { return info.param.test_name; });
 
 }  // namespace
 }  // namespace ts
