@@ -10,26 +10,42 @@ The real models checked by tools/make_reference.py are both `llama`. This script
   * `tiny-llama3`      arch llama with Llama 3.1 ("llama3") RoPE scaling expressed the way llama.cpp's
                        convert_hf_to_gguf.py does: a `rope_freqs.weight` tensor of per-frequency divisors and
                        no rope.scaling.* keys; GGUF attn_q/attn_k rows permuted (HF -> GGUF) as that converter
-                       does; untied output.
+                       does; untied output;
+  * `tiny-qwen3`       arch qwen3: RMSNorm of each Q and K head before RoPE (attn_q_norm/attn_k_norm), NeoX
+                       RoPE, GQA, head_dim 32 with 4 heads on n_embd 64 (attention.key_length/value_length, no
+                       rope.dimension_count, as the converter writes it), tied output;
+  * `tiny-gemma3`      arch gemma3, 7 layers: sliding window 8 on every layer but layer 5 ((i+1) % 6 == 0 is
+                       global), RoPE base 10000 on the local layers and 1e6 on the global one, every norm stored
+                       as HF weight + 1 (the converter's convention; the engine multiplies by it), pre/post
+                       attention and FFN norms, Q/K head norms, embedding times sqrt(n_embd), GeGLU (tanh GELU),
+                       head_dim 8 with 4 heads on n_embd 64, tied output;
+  * `tiny-gemma3-f16`  the same float weights with the matrices (embedding included) stored as F16, norms F32;
+  * `tiny-mistral`     transformers' Mistral as GGUF arch llama (Q/K rows permuted) with
+                       llama.attention.sliding_window 8, applied to every layer (llama.cpp ignores that key,
+                       so its cross-check is skipped);
+  * `tiny-phi3`        arch phi3: fused attn_qkv (rows Q;K;V) and fused ffn_up (gate rows, then up rows),
+                       NeoX RoPE on the first 12 of 16 head dimensions (rope.dimension_count 12), no window
+                       (attention.sliding_window 0, as the converter writes it), untied output.
 
-For each model it (1) draws HF-layout float32 weights from a fixed numpy seed, (2) writes the GGUF with
-gguf.GGUFWriter (permuting llama's Q/K rows, quantizing where asked), (3) reads the GGUF back with
-gguf.GGUFReader + gguf.quants.dequantize and loads exactly those numbers (un-permuted for llama) into
-transformers' Qwen2ForCausalLM / LlamaForCausalLM (rope_parameters {"rope_type": "llama3", ...}), whose
-float32 logits go to the fixture, and (4) cross-checks them with an independent float64 forward pass on the
-raw GGUF rows in llama.cpp's conventions (adjacent pairs for llama, NeoX pairs for qwen2, frequency divided
-by rope_freqs) and, if llama-cpp-python is importable, with llama.cpp itself (informative only).
-It also records how far three classic mistakes would move the logits (sensitivity of the fixture).
+The per-architecture pieces (shapes and seeds, weights, the HF <-> GGUF conversion, the transformers model and
+the float64 forward pass) are in tools/tiny_archs.py. For each model the script (1) draws HF-layout float32
+weights from a fixed numpy seed, (2) writes the GGUF with gguf.GGUFWriter in the conventions of llama.cpp's
+convert_hf_to_gguf.py (quantizing or storing F16 where asked), (3) reads the GGUF back with
+gguf.GGUFReader + gguf.quants.dequantize and loads exactly those numbers (converted back: llama Q/K
+un-permuted, gemma3 norms minus 1) into transformers' model class, whose float32 logits go to the fixture,
+and (4) cross-checks them with an independent float64 forward pass on the raw GGUF rows in llama.cpp's
+conventions and, if llama-cpp-python is importable, with llama.cpp itself (informative only). It also
+records how far classic mistakes would move the logits (sensitivity of the fixture).
 
 Tokenizer: `gpt2` model, 256 tokens = the 256 bytes in GPT-2's byte-level spelling, token id = byte value,
 no BOS. tokensieve and llama.cpp require tokenizer.ggml.merges, so it holds one merge ("Ġ Ġ") whose result
 is not in the vocabulary and therefore never applies: any text tokenizes to its bytes.
 
-The GGUF files (< 200 KB each) are committed under tests/fixtures/models/, the fixtures under
+The GGUF files (< 300 KB each) are committed under tests/fixtures/models/, the fixtures under
 tests/fixtures/reference/ (format tokensieve-reference-v1, see docs/reference.md §3). Everything is
 deterministic except the generator's date and timing fields.
 
-Usage:  python3 tools/make_tiny_models.py [--only NAME] [--no-llamacpp]
+Usage:  python3 tools/make_tiny_models.py [--only NAME] [--no-llamacpp] [--out DIR]
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ import os
 import platform
 import shlex
 import sys
+import tempfile
 import time
 import warnings
 
@@ -52,6 +69,8 @@ import torch
 
 import gguf
 from gguf_vocab import byte_alphabet
+from tiny_archs import (MODELS, Q, build_hf, fam, fixture_fields, from_gguf, gguf_name, head_dim, hf_inv_freqs,
+                        hf_weights, own_logits, rope_dim, sensitivity_bugs, to_gguf_tensors)
 
 FORMAT = "tokensieve-reference-v1"
 N_GREEDY = 32
@@ -59,8 +78,8 @@ DIGITS = 6
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS_DIR = os.path.join(REPO, "tests", "fixtures", "models")
 FIXTURES_DIR = os.path.join(REPO, "tests", "fixtures", "reference")
+MAX_GGUF_BYTES = 300 * 1024
 
-Q = gguf.GGMLQuantizationType
 # Quantized variant: one type per matrix, so every type meets every role at least once.
 QUANT_TYPES = {
     "token_embd": Q.Q8_0,
@@ -73,24 +92,11 @@ QUANT_TYPES = {
     "ffn_down": Q.Q4_1,
 }
 
-QWEN2 = dict(arch="qwen2", n_layer=2, n_embd=32, n_head=4, n_head_kv=2, n_ff=64, n_ctx=512, rope_base=10000.0,
-             rms_eps=1e-6, tied=True, pre="qwen2", rope_scaling=None, seed=20261122)
-# Llama 3.1 scaling: factor/low/high as Meta's, original context 32 so that at base 500 and head_dim 16
-# the 8 frequencies fall in all three bands: pair 0 unchanged (wavelength 6.3 < 32/4), pairs 1-2 smoothed
-# (13.6, 29.5), pairs 3-7 divided by 8 (64 .. 1400 > 32); prompts + continuations reach position 80.
-LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                  "original_max_position_embeddings": 32}
-MODELS = {
-    "tiny-qwen2": dict(QWEN2, quant=False),
-    "tiny-qwen2-quant": dict(QWEN2, quant=True),
-    "tiny-llama3": dict(arch="llama", n_layer=2, n_embd=32, n_head=2, n_head_kv=1, n_ff=64, n_ctx=512,
-                        rope_base=500.0, rms_eps=1e-5, tied=False, pre="llama-bpe", rope_scaling=LLAMA3_SCALING,
-                        quant=False, seed=20261124),
-}
-
 # The seeds were picked (by trying a few) so that every greedy step's top-1 - top-2 margin is >= MIN_MARGIN:
 # tests/unit/test_reference.cpp requires identical greedy tokens with a logit tolerance of 0.05.
 MIN_MARGIN = 0.1
+# transformers float32 vs the float64 forward pass: float32 noise is ~1e-5; a convention mistake is >= 0.1.
+HF_F64_TOL = 1e-3
 
 PROMPTS = [
     {"name": "short", "text": "Hello, world!"},
@@ -121,110 +127,8 @@ def fnum(x: float, sig: int) -> float:
     return float(f"{x:.{sig}g}")
 
 
-def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
-    """llama.cpp convert_hf_to_gguf.py LlamaModel.permute: HF rotate_half rows -> adjacent RoPE pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
-    d2 = w.shape[0] // n_head // 2
-    return w.reshape(n_head, d2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def llama3_rope_factors(base: float, dim: int, s: dict) -> np.ndarray:
-    """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors for rope_type llama3 (float32 freqs, like it)."""
-    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
-    old = s["original_max_position_embeddings"]
-    low_wl, high_wl = old / lo, old / hi
-    out = []
-    for f in freqs.tolist():
-        wl = 2 * math.pi / f
-        if wl < high_wl:
-            out.append(1.0)
-        elif wl > low_wl:
-            out.append(factor)
-        else:
-            smooth = (old / wl - lo) / (hi - lo)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return np.array(out, dtype=np.float32)
-
-
 # ----------------------------------------------------------------------------------------------------
 # weights and GGUF
-
-
-def hf_weights(spec: dict) -> dict[str, np.ndarray]:
-    """Random HF-layout weights (nn.Linear: [out, in]). Scales give attention scores and logits of a few
-    units, so RoPE, bias and norm mistakes show and greedy steps are not near-ties."""
-    rng = np.random.default_rng(spec["seed"])
-    d, f, hd = spec["n_embd"], spec["n_ff"], spec["n_embd"] // spec["n_head"]
-    kv = spec["n_head_kv"] * hd
-
-    def mat(rows, cols, gain):
-        return (rng.standard_normal((rows, cols)) * gain / math.sqrt(cols)).astype(np.float32)
-
-    def norm():
-        return (1.0 + 0.2 * rng.standard_normal(d)).astype(np.float32)
-
-    w = {"model.embed_tokens.weight": rng.standard_normal((256, d)).astype(np.float32)}
-    for l in range(spec["n_layer"]):
-        p = f"model.layers.{l}."
-        w[p + "input_layernorm.weight"] = norm()
-        w[p + "self_attn.q_proj.weight"] = mat(d, d, 1.5)
-        w[p + "self_attn.k_proj.weight"] = mat(kv, d, 1.5)
-        w[p + "self_attn.v_proj.weight"] = mat(kv, d, 1.0)
-        if spec["arch"] == "qwen2":
-            w[p + "self_attn.q_proj.bias"] = (0.5 * rng.standard_normal(d)).astype(np.float32)
-            w[p + "self_attn.k_proj.bias"] = (0.5 * rng.standard_normal(kv)).astype(np.float32)
-            w[p + "self_attn.v_proj.bias"] = (0.5 * rng.standard_normal(kv)).astype(np.float32)
-        w[p + "self_attn.o_proj.weight"] = mat(d, d, 1.0)
-        w[p + "post_attention_layernorm.weight"] = norm()
-        w[p + "mlp.gate_proj.weight"] = mat(f, d, 1.0)
-        w[p + "mlp.up_proj.weight"] = mat(f, d, 1.0)
-        w[p + "mlp.down_proj.weight"] = mat(d, f, 1.0)
-    w["model.norm.weight"] = norm()
-    if not spec["tied"]:
-        w["lm_head.weight"] = mat(256, d, 6.0)
-    return w
-
-
-GGUF_NAMES = {  # HF suffix -> GGUF suffix, per layer
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-}
-
-
-def to_gguf_tensors(spec: dict, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """HF names/layout -> GGUF names/layout (llama: Q/K rows permuted; qwen2: as is, like the converter)."""
-    out = {"token_embd.weight": w["model.embed_tokens.weight"]}
-    for l in range(spec["n_layer"]):
-        for hf, gg in GGUF_NAMES.items():
-            t = w.get(f"model.layers.{l}.{hf}")
-            if t is None:
-                continue
-            if spec["arch"] == "llama" and hf == "self_attn.q_proj.weight":
-                t = permute_qk(t, spec["n_head"])
-            elif spec["arch"] == "llama" and hf == "self_attn.k_proj.weight":
-                t = permute_qk(t, spec["n_head_kv"])
-            out[f"blk.{l}.{gg}"] = t
-    out["output_norm.weight"] = w["model.norm.weight"]
-    if not spec["tied"]:
-        out["output.weight"] = w["lm_head.weight"]
-    if spec["rope_scaling"]:
-        hd = spec["n_embd"] // spec["n_head"]
-        out["rope_freqs.weight"] = llama3_rope_factors(spec["rope_base"], hd, spec["rope_scaling"])
-    return out
 
 
 def write_gguf(path: str, name: str, spec: dict, tensors: dict[str, np.ndarray]) -> None:
@@ -237,11 +141,20 @@ def write_gguf(path: str, name: str, spec: dict, tensors: dict[str, np.ndarray])
     wr.add_feed_forward_length(spec["n_ff"])
     wr.add_head_count(spec["n_head"])
     wr.add_head_count_kv(spec["n_head_kv"])
-    wr.add_rope_dimension_count(spec["n_embd"] // spec["n_head"])
-    wr.add_rope_freq_base(spec["rope_base"])
+    if fam(spec)["rope_dim_key"]:
+        wr.add_rope_dimension_count(rope_dim(spec))
+    wr.add_rope_freq_base(spec["rope_base"])  # gemma3: the global layers' base (the local one is llama.cpp's 10000)
     wr.add_layer_norm_rms_eps(spec["rms_eps"])
+    if spec.get("head_dim"):
+        wr.add_key_length(spec["head_dim"])
+        wr.add_value_length(spec["head_dim"])
+    if spec.get("window") is not None:
+        wr.add_sliding_window(spec["window"])
+    if fam(spec)["orig_ctx_key"]:
+        wr.add_rope_scaling_orig_ctx_len(spec["n_ctx"])
     wr.add_vocab_size(256)
-    wr.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1 if spec["quant"] else gguf.LlamaFileType.ALL_F32)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1 if spec["quant"] else
+                     gguf.LlamaFileType.MOSTLY_F16 if spec.get("f16") else gguf.LlamaFileType.ALL_F32)
     wr.add_tokenizer_model("gpt2")
     wr.add_tokenizer_pre(spec["pre"])
     wr.add_token_list(byte_alphabet())
@@ -253,7 +166,9 @@ def write_gguf(path: str, name: str, spec: dict, tensors: dict[str, np.ndarray])
     for tname, t in tensors.items():
         role = tname.split(".")[-2] if tname.startswith("blk.") else tname.split(".")[0]
         qt = QUANT_TYPES.get(role) if spec["quant"] and tname.endswith(".weight") and t.ndim == 2 else None
-        if qt is None:
+        if qt is None and spec.get("f16") and t.ndim == 2:  # matrices F16, norms F32 (the converter's --outtype f16)
+            wr.add_tensor(tname, np.ascontiguousarray(t, dtype=np.float16))
+        elif qt is None:
             wr.add_tensor(tname, np.ascontiguousarray(t, dtype=np.float32))
         else:
             wr.add_tensor(tname, gguf.quants.quantize(np.ascontiguousarray(t, dtype=np.float32), qt), raw_dtype=qt)
@@ -278,111 +193,9 @@ def read_gguf(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 # reference: transformers
 
 
-def build_hf(spec: dict, raw: dict[str, np.ndarray]):
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
-    hd = spec["n_embd"] // spec["n_head"]
-    rope = {"rope_type": "default", "rope_theta": spec["rope_base"]}
-    if spec["rope_scaling"]:
-        rope = dict(spec["rope_scaling"], rope_theta=spec["rope_base"])
-    common = dict(vocab_size=256, hidden_size=spec["n_embd"], intermediate_size=spec["n_ff"],
-                  num_hidden_layers=spec["n_layer"], num_attention_heads=spec["n_head"],
-                  num_key_value_heads=spec["n_head_kv"], max_position_embeddings=spec["n_ctx"],
-                  rms_norm_eps=spec["rms_eps"], rope_parameters=rope, tie_word_embeddings=spec["tied"],
-                  hidden_act="silu", attention_dropout=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=None)
-    if spec["arch"] == "qwen2":
-        config, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2ForCausalLM
-    else:
-        config, cls = LlamaConfig(head_dim=hd, attention_bias=False, mlp_bias=False, **common), LlamaForCausalLM
-    config._attn_implementation = "eager"
-    model = cls(config).to(torch.float32)
-
-    sd = {"model.embed_tokens.weight": raw["token_embd.weight"], "model.norm.weight": raw["output_norm.weight"]}
-    for l in range(spec["n_layer"]):
-        for hf, gg in GGUF_NAMES.items():
-            t = raw.get(f"blk.{l}.{gg}")
-            if t is None:
-                continue
-            if spec["arch"] == "llama" and hf == "self_attn.q_proj.weight":
-                t = unpermute_qk(t, spec["n_head"])
-            elif spec["arch"] == "llama" and hf == "self_attn.k_proj.weight":
-                t = unpermute_qk(t, spec["n_head_kv"])
-            sd[f"model.layers.{l}.{hf}"] = t
-    if not spec["tied"]:
-        sd["lm_head.weight"] = raw["output.weight"]
-    missing, unexpected = model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()}, strict=False)
-    missing = [m for m in missing if "rotary_emb" not in m and not (spec["tied"] and m == "lm_head.weight")]
-    if missing or unexpected:
-        raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
-    if spec["tied"]:
-        model.tie_weights()
-        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    model.eval()
-    return model, config
-
-
 @torch.no_grad()
 def hf_logits(model, ids: list[int]) -> torch.Tensor:
     return model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False).logits[0].to(torch.float32)
-
-
-# ----------------------------------------------------------------------------------------------------
-# independent check: raw GGUF rows, llama.cpp conventions, float64
-
-
-def own_logits(spec: dict, raw: dict[str, np.ndarray], ids: list[int], dtype=torch.float64, *, neox=None,
-               use_bias=True, use_freq_factors=True) -> torch.Tensor:
-    """ggml semantics: rope mode NORM (adjacent pairs) for llama, NEOX (i, i+d/2) for qwen2; theta =
-    pos * base^(-2i/d) / rope_freqs[i]; bias added to Q/K/V before RoPE. The keyword arguments reproduce
-    classic mistakes for the sensitivity figures."""
-    if neox is None:
-        neox = spec["arch"] == "qwen2"
-    w = {k: torch.from_numpy(v).to(dtype) for k, v in raw.items()}
-    out_w = w.get("output.weight", w["token_embd.weight"])
-    T, H, Hkv = len(ids), spec["n_head"], spec["n_head_kv"]
-    d = spec["n_embd"] // H
-    eps = spec["rms_eps"]
-
-    def rms(x, g):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
-
-    inv = spec["rope_base"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    if use_freq_factors and "rope_freqs.weight" in raw:
-        inv = inv / torch.from_numpy(raw["rope_freqs.weight"]).double()
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cos(ang).to(dtype)[:, None, :], torch.sin(ang).to(dtype)[:, None, :]
-
-    def rope(x):  # (T, heads, d)
-        if neox:
-            a, b = x[..., : d // 2], x[..., d // 2:]
-            return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
-        x2 = x.reshape(*x.shape[:-1], d // 2, 2)
-        a, b = x2[..., 0], x2[..., 1]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).reshape(x.shape)
-
-    x = w["token_embd.weight"][torch.tensor(ids)]
-    mask = torch.full((T, T), float("-inf"), dtype=dtype).triu(1)
-    kv_of = torch.arange(H) // (H // Hkv)
-    for l in range(spec["n_layer"]):
-        p = f"blk.{l}."
-
-        def lin(h, name):
-            y = h @ w[p + name + ".weight"].T
-            if use_bias and (p + name + ".bias") in w:
-                y = y + w[p + name + ".bias"]
-            return y
-
-        h = rms(x, w[p + "attn_norm.weight"])
-        q = rope(lin(h, "attn_q").reshape(T, H, d))
-        k = rope(lin(h, "attn_k").reshape(T, Hkv, d))
-        v = lin(h, "attn_v").reshape(T, Hkv, d)
-        s = torch.einsum("thd,shd->hts", q, k[:, kv_of]) / math.sqrt(d) + mask
-        a = torch.einsum("hts,shd->thd", torch.softmax(s, dim=-1), v[:, kv_of]).reshape(T, H * d)
-        x = x + a @ w[p + "attn_output.weight"].T
-        h = rms(x, w[p + "ffn_norm.weight"])
-        x = x + (torch.nn.functional.silu(h @ w[p + "ffn_gate.weight"].T) * (h @ w[p + "ffn_up.weight"].T)) \
-            @ w[p + "ffn_down.weight"].T
-    return rms(x, w["output_norm.weight"]) @ out_w.T
 
 
 def llamacpp_check(path: str, prompts: list[dict], ref64: list[torch.Tensor]) -> dict:
@@ -431,21 +244,26 @@ def greedy(step_logits, ids: list[int], n: int):
     return new, margins
 
 
-def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
+def make(name: str, spec: dict, command: str, no_llamacpp: bool, out_dir: str | None = None) -> None:
     t0 = time.time()
-    os.makedirs(MODELS_DIR, exist_ok=True)
-    path = os.path.join(MODELS_DIR, name + ".gguf")
+    models_dir, fixtures_dir = out_dir or MODELS_DIR, out_dir or FIXTURES_DIR
+    os.makedirs(models_dir, exist_ok=True)
+    os.makedirs(fixtures_dir, exist_ok=True)
+    path = os.path.join(models_dir, name + ".gguf")
     w = hf_weights(spec)
-    write_gguf(path, name, spec, to_gguf_tensors(spec, w))
+    gt = to_gguf_tensors(spec, w)
+    write_gguf(path, name, spec, gt)
     raw, types = read_gguf(path)
-    # permute/unpermute round trip, and the F32 file stores the drawn numbers bit-exactly
-    for l in range(spec["n_layer"]):
-        for key, n in (("q_proj", spec["n_head"]), ("k_proj", spec["n_head_kv"])):
-            hw = w[f"model.layers.{l}.self_attn.{key}.weight"]
-            assert np.array_equal(unpermute_qk(permute_qk(hw, n), n), hw)
+    # the conversion's inverse gives back the drawn HF weights (llama's Q/K permutation round trip), up to the
+    # float32 rounding of gemma3's norm + 1; an F32/F16 file stores the converted numbers exactly (F16-rounded)
+    for hf_name, t in w.items():
+        g = gt[gguf_name(spec, hf_name)]
+        tol = np.abs(np.spacing(g)) if fam(spec)["norm_shift"] else 0
+        assert np.all(np.abs(from_gguf(spec, hf_name, g) - t) <= tol), hf_name
     if not spec["quant"]:
-        gt = to_gguf_tensors(spec, w)
-        assert all(np.array_equal(raw[k], gt[k]) for k in gt), "F32 GGUF does not hold the drawn weights"
+        stored = {k: (t.astype(np.float16).astype(np.float32) if spec.get("f16") and t.ndim == 2 else t)
+                  for k, t in gt.items()}
+        assert all(np.array_equal(raw[k], stored[k]) for k in gt), "the GGUF does not hold the drawn weights"
 
     model, config = build_hf(spec, raw)
     alphabet = byte_alphabet()
@@ -454,13 +272,15 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
         ids = list(p["text"].encode("utf-8"))  # byte vocabulary, no merges, no BOS
         prompts.append({"name": p["name"], "text": p["text"], "input_ids": ids})
 
-    # HF's own inverse frequencies vs the GGUF's base + rope_freqs (llama.cpp divides the frequency)
-    hd = spec["n_embd"] // spec["n_head"]
-    inv_gguf = spec["rope_base"] ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    if "rope_freqs.weight" in raw:
-        inv_gguf = inv_gguf / torch.from_numpy(raw["rope_freqs.weight"]).double()
-    inv_hf = model.model.rotary_emb.inv_freq.double()
-    inv_freq_rel = float(((inv_hf - inv_gguf).abs() / inv_gguf).max())
+    # HF's own inverse frequencies vs the GGUF's base + rope_freqs (llama.cpp divides the frequency), over the
+    # rotated dimensions r; gemma3: the global and the local base
+    hd, r = head_dim(spec), rope_dim(spec)
+    inv_freq_rel = 0.0
+    for inv_hf, base in hf_inv_freqs(spec, model):
+        inv_gguf = base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
+        if "rope_freqs.weight" in raw:
+            inv_gguf = inv_gguf / torch.from_numpy(raw["rope_freqs.weight"]).double()
+        inv_freq_rel = max(inv_freq_rel, float(((inv_hf.double() - inv_gguf).abs() / inv_gguf).max()))
 
     stats, per_prompt, ref64 = [], [], []
     for p in prompts:
@@ -485,16 +305,13 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
         }
         sens = st["sensitivity_max_abs_logit_diff"]
 
-        def moved(r=raw, **bug):
-            return float((own_logits(spec, r, full, **bug) - f64_full).abs().max())
+        def moved(r=raw, bug=None):
+            return float((own_logits(spec, r, full, bug=bug) - f64_full).abs().max())
 
-        if spec["arch"] == "qwen2":
-            sens["adjacent_pairs_instead_of_neox"] = moved(neox=False)
-            sens["qkv_bias_ignored"] = moved(use_bias=False)
-        else:
-            sens["neox_pairs_instead_of_adjacent"] = moved(neox=True)
+        for bug in sensitivity_bugs(spec):
+            sens[bug] = moved(bug=bug)
         if "rope_freqs.weight" in raw:
-            sens["rope_freqs_ignored"] = moved(use_freq_factors=False)
+            sens["rope_freqs_ignored"] = moved(bug="rope_freqs_ignored")
             inverted = dict(raw, **{"rope_freqs.weight": (1.0 / raw["rope_freqs.weight"]).astype(np.float32)})
             sens["rope_freqs_multiplied_instead_of_divided"] = moved(inverted)
         stats.append(st)
@@ -527,13 +344,23 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
             },
         })
 
-    llcpp = {"available": False, "skipped": True} if no_llamacpp else llamacpp_check(path, prompts, ref64)
+    if fam(spec)["llamacpp_skip"]:
+        llcpp = {"available": False, "skipped": True, "reason": fam(spec)["llamacpp_skip"]}
+    elif no_llamacpp:
+        llcpp = {"available": False, "skipped": True}
+    elif fam(spec)["llamacpp_name"]:  # the same tensors and keys but for general.name
+        alias = fam(spec)["llamacpp_name"]
+        with tempfile.TemporaryDirectory() as tmp:
+            write_gguf(os.path.join(tmp, "m.gguf"), alias, spec, gt)
+            llcpp = dict(llamacpp_check(os.path.join(tmp, "m.gguf"), prompts, ref64), general_name=alias)
+    else:
+        llcpp = llamacpp_check(path, prompts, ref64)
 
     cls = type(model).__name__
     fixture = {
         "format": FORMAT,
         "model": {
-            "file": os.path.relpath(path, REPO),
+            "file": os.path.relpath(os.path.join(MODELS_DIR, name + ".gguf"), REPO),
             "sha256": sha256_file(path),
             "size_bytes": os.path.getsize(path),
             "architecture": spec["arch"],
@@ -550,7 +377,7 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
             "rope_freqs": raw["rope_freqs.weight"].tolist() if "rope_freqs.weight" in raw else None,
             "rms_eps": spec["rms_eps"],
             "tied_output": spec["tied"],
-            "qkv_bias": spec["arch"] == "qwen2",
+            "qkv_bias": fam(spec)["qkv_bias"],
             "tensor_types": sorted(set(types.values())),
             "tokenizer_model": "gpt2",
             "tokenizer_pre": spec["pre"],
@@ -559,6 +386,7 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
             "add_bos": False,
             "gguf_add_bos_token": False,
             "seed": spec["seed"],
+            **fixture_fields(spec),
         },
         "generator": {
             "script": "tools/make_tiny_models.py",
@@ -572,7 +400,9 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
             "reference": (f"HF transformers {cls}, float32, eager attention, rope_parameters "
                           f"{json.dumps(config.rope_parameters, sort_keys=True)}; weights = the GGUF's stored "
                           "numbers (gguf.GGUFReader + gguf.quants.dequantize"
-                          + (", attn_q/attn_k rows un-permuted" if spec["arch"] == "llama" else ", no permutation")
+                          + (", attn_q/attn_k rows un-permuted" if fam(spec)["permute_qk"] else ", no permutation")
+                          + (", every norm weight minus 1 (HF's RMSNorm multiplies by 1 + w)"
+                             if fam(spec)["norm_shift"] else "")
                           + ")"),
             "tokenizer": "none: byte vocabulary, input_ids = UTF-8 bytes of text",
             "float_digits": DIGITS,
@@ -588,7 +418,7 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
         "prompts": prompts_out,
     }
     fixture["generator"]["seconds"] = round(time.time() - t0, 1)
-    out = os.path.join(FIXTURES_DIR, name + ".json")
+    out = os.path.join(fixtures_dir, name + ".json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
@@ -607,10 +437,14 @@ def make(name: str, spec: dict, command: str, no_llamacpp: bool) -> None:
                   f"{lp['max_abs_logit_diff']:.3g}, argmax {lp['argmax_agree']}/{lp['positions']}")
     elif llcpp.get("error"):
         print(f"  llama.cpp: {llcpp['error']}")
-    if os.path.getsize(path) >= 200 * 1024:
-        print(f"WARNING: {path} is >= 200 KB", file=sys.stderr)
+    if llcpp.get("reason"):
+        print(f"  llama.cpp: skipped ({llcpp['reason']})")
+    if os.path.getsize(path) >= MAX_GGUF_BYTES:
+        print(f"WARNING: {path} is >= {MAX_GGUF_BYTES // 1024} KB", file=sys.stderr)
     if not all(s["greedy_agree_hf32_f64"] and s["argmax_agree_hf32_f64"] for s in stats):
         raise SystemExit(f"{name}: HF float32 and the float64 GGUF-layout forward disagree")
+    if fixture["checks"]["hf32_vs_f64_max_abs_logit_diff"] > HF_F64_TOL:
+        raise SystemExit(f"{name}: HF float32 and the float64 GGUF-layout forward differ by more than {HF_F64_TOL}")
     if min(s["greedy_min_margin"] for s in stats) < MIN_MARGIN:
         raise SystemExit(f"{name}: a greedy step has a margin < {MIN_MARGIN}; pick another seed")
 
@@ -619,12 +453,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(MODELS), action="append", help="model to write (repeatable)")
     ap.add_argument("--no-llamacpp", action="store_true", help="skip the optional llama-cpp-python cross-check")
+    ap.add_argument("--out", metavar="DIR", help="write NAME.gguf and NAME.json into DIR instead of tests/fixtures/"
+                    "{models,reference}/ (the fixture still names tests/fixtures/models/NAME.gguf)")
     args = ap.parse_args()
     torch.manual_seed(0)
     warnings.filterwarnings("ignore")
     command = "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:])
     for name in args.only or MODELS:
-        make(name, MODELS[name], command, args.no_llamacpp)
+        make(name, MODELS[name], command, args.no_llamacpp, args.out)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 bash tools/fetch_model.sh >/dev/null
 bash tools/fetch_model.sh qwen2.5-coder-0.5b >/dev/null
+bash tools/fetch_model.sh gemma3-270m >/dev/null
 bash tools/build.sh build -DTS_PYTHON=ON
 # The Python package from the same build: python/tokensieve's files beside the extension.
 export TS_BIN=$PWD/build/bin/tokensieve TS_MODELS=$PWD/models PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}

@@ -71,7 +71,11 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   // Sliding windows: the layers the architecture makes local, with their own RoPE (unscaled) if
   // it has one.
   c.ropes = {{c.rope_base, c.rope_linear_scale}};
-  const uint32_t window = optional_dim(g, a + "attention.sliding_window", 0, uint64_t{1} << 31);
+  // 0: none (Phi-3 files without a window write 0).
+  const uint64_t window_key = g.get_u64(a + "attention.sliding_window", 0);
+  TS_CHECK(window_key <= (uint64_t{1} << 31), g.name(), ": attention.sliding_window ", window_key,
+           " is out of range");
+  const auto window = static_cast<uint32_t>(window_key);
   LayerPlan local{window, 0};
   if (window > 0 && c.traits.local_rope_base > 0) {
     c.ropes.push_back({c.traits.local_rope_base, 1.0f});

@@ -142,10 +142,14 @@ ReferenceCase fast(const std::string& fixture, const std::string& model, double 
 // Q4_K and Q6_K matrices through the packed integer kernels in fast precision; its greedy chat
 // continuations must equal the reference's there too, up to its near-ties. The tiny-* models are committed
 // random-weight GGUFs (tools/make_tiny_models.py): qwen2 (QKV bias, NeoX RoPE) in F32 and with Q8_0/Q4_0/Q4_1
-// matrices, and llama with Llama 3.1 rope_freqs scaling.
-const char* const kCaseNames[] = {"stories260K", "SmolLM2_exact",    "SmolLM2_fast",
-                                  "tiny_qwen2",  "tiny_qwen2_quant", "tiny_qwen2_quant_fast",
-                                  "tiny_llama3", "Qwen05B_exact",    "Qwen05B_fast"};
+// matrices, llama with Llama 3.1 rope_freqs scaling, qwen3 (per-head Q/K RMSNorm, query width 2 x
+// hidden), gemma3 in F32 and F16 (local layers with a window of 8 and their own RoPE base, a global
+// one, pre/post norms, GeGLU, scaled embedding), Mistral (llama with a window of 8 on every layer)
+// and phi3 (fused QKV and gate-up, 12 of 16 dims rotated); their prompts are longer than the windows.
+const char* const kCaseNames[] = {
+    "stories260K",           "SmolLM2_exact",   "SmolLM2_fast",  "tiny_qwen2",   "tiny_qwen2_quant",
+    "tiny_qwen2_quant_fast", "tiny_llama3",     "Qwen05B_exact", "Qwen05B_fast", "tiny_qwen3",
+    "tiny_gemma3",           "tiny_gemma3_f16", "tiny_mistral",  "tiny_phi3"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
@@ -157,7 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
         fast("tiny-qwen2-quant.json", "tiny-qwen2-quant.gguf"), exact("tiny-llama3.json", "tiny-llama3.gguf"),
         exact("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenExactTolerance),
         fast("Qwen2.5-Coder-0.5B-Instruct.json", "Qwen2.5-Coder-0.5B-Instruct.gguf", kQwenFastTolerance,
-             kQwenFastGreedyMargin)),
+             kQwenFastGreedyMargin),
+        exact("tiny-qwen3.json", "tiny-qwen3.gguf"), exact("tiny-gemma3.json", "tiny-gemma3.gguf"),
+        exact("tiny-gemma3-f16.json", "tiny-gemma3-f16.gguf"),
+        exact("tiny-mistral.json", "tiny-mistral.gguf"), exact("tiny-phi3.json", "tiny-phi3.gguf")),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace
