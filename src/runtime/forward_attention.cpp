@@ -253,9 +253,13 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
                      h = task % n_heads, pos = pos0 + rows[i];
         std::vector<uint32_t>& list = key_lists_[list_i];
         list.clear();
+        const std::span<const uint32_t> candidates = attended_keys(cache, layer, pos);
         selector->select_keys(
             {layer, pos, h, h / group, {&q_rows[i * d + h * hd], per_list * hd}, &cache, per_list},
-            attended_keys(cache, layer, pos), list);
+            candidates, list);
+        // A selector may add keys of its own (sinks, whole pages): none outside the window.
+        if (!candidates.empty() && c.layers[layer].window > 0)
+          std::erase_if(list, [&](uint32_t j) { return j < candidates.front(); });
         for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });

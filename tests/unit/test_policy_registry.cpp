@@ -2,7 +2,9 @@
 // entry has an example spec here (an entry added to the registry without one fails), alone and
 // stacked with a KV-quantizing policy, on the real models' shapes (SmolLM2: llama, Q4_1;
 // Qwen2.5-Coder-0.5B: qwen2, mixed K-quants; Gemma 3 270M: gemma3, head_dim 256 with one KV head,
-// sliding-window layers). Each must give the same greedy tokens and
+// sliding-window layers) and the committed random-weight ones of the other architectures (qwen3,
+// gemma3 and Mistral with windows of 8 shorter than the prompt, phi3; layers chosen by list
+// instead of profiles). Each must give the same greedy tokens and
 // log-probabilities at 1 and 2 threads and under a shuffled schedule, and a cache truncated back to a
 // position and extended again must give what a sequence that never went past that position gives.
 #include <gtest/gtest.h>
@@ -27,14 +29,18 @@ namespace ts {
 namespace {
 
 struct ModelCase {
-  const char* file;
-  const char* profile_prefix;  // profiles/<prefix>-...json
+  const char* file;            // in models/, else tests/fixtures/models/
+  const char* profile_prefix;  // profiles/<prefix>-...json; "": specs name layers instead
   const char* test_name;
 };
 
 const ModelCase kModels[] = {{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m", "SmolLM2"},
                              {"Qwen2.5-Coder-0.5B-Instruct.gguf", "qwen2.5-coder-0.5b", "Qwen05B"},
-                             {"gemma-3-270m-Q4_K_M.gguf", "gemma3-270m", "Gemma3_270M"}};
+                             {"gemma-3-270m-Q4_K_M.gguf", "gemma3-270m", "Gemma3_270M"},
+                             {"tiny-qwen3.gguf", "", "tiny_qwen3"},
+                             {"tiny-gemma3-f16.gguf", "", "tiny_gemma3"},
+                             {"tiny-mistral.gguf", "", "tiny_mistral"},
+                             {"tiny-phi3.gguf", "", "tiny_phi3"}};
 
 constexpr const char* kQuantizedKv = "kvquant:bits=4,group=32";
 // Evicting step by step, they keep no history to rewind (a one-line error instead of a wrong cache).
@@ -48,10 +54,12 @@ struct Example {
 
 std::map<std::string, Example> examples(const Model& model, const std::string& prefix) {
   const std::string profiles = source_path("profiles/") + prefix;
+  const bool listed = prefix.empty();  // no calibrated profiles: the layers named
   return {
-      {"orthorank", {"orthorank:profile=" + profiles + "-orthorank-shortened-20.json"}},
-      {"sleb", {"sleb:profile=" + profiles + "-sleb-20.json"}},
-      {"shortened", {"shortened:profile=" + profiles + "-shortened-20.json"}},
+      {"orthorank",
+       {listed ? "orthorank:layers=1" : "orthorank:profile=" + profiles + "-orthorank-shortened-20.json"}},
+      {"sleb", {listed ? "sleb:layers=1" : "sleb:profile=" + profiles + "-sleb-20.json"}},
+      {"shortened", {listed ? "shortened:layers=0" : "shortened:profile=" + profiles + "-shortened-20.json"}},
       {"tokenfilter", {"tokenfilter:ratio=0.3"}},
       {"attnremove", {"attnremove:ratio=0.3"}},
       {"oracle", {"oracle:keep=0.5"}},
@@ -61,10 +69,11 @@ std::map<std::string, Example> examples(const Model& model, const std::string& p
       {"tokenbutler", {"tokenbutler:keep=0.5,predictor=" + random_predictor(model, 5)}},
       {"streaming", {"streaming:window=24"}},
       {"zipvl", {"zipvl:tau=0.9"}},
-      {"fixedratio", {"fixedratio:keep=0.7"}},
+      {"fixedratio", {listed ? "fixedratio:keep=0.7,after=1" : "fixedratio:keep=0.7"}},
       {"kvquant", {"kvquant:bits=2,group=32,mode=kivi,residual=8"}},
       {"pfn", {"pfn:n=4", true}},
-      {"kvsink", {"kvsink:k=5,profile=" + profiles + "-kvsink.json", true}},
+      {"kvsink",
+       {listed ? "kvsink:k=5,layer=0,channel=3" : "kvsink:k=5,profile=" + profiles + "-kvsink.json", true}},
   };
 }
 
@@ -115,8 +124,14 @@ std::vector<float> tail_logits(const Model& model, const std::vector<std::string
 
 class PolicyRegistryWalk : public testing::TestWithParam<ModelCase> {};
 
+std::string model_path(const char* file) {
+  const std::string fetched = source_path(std::string("models/") + file);
+  return std::filesystem::exists(fetched) ? fetched
+                                          : source_path(std::string("tests/fixtures/models/") + file);
+}
+
 TEST_P(PolicyRegistryWalk, EveryPolicyIsThreadCountInvariantAndTruncatesExactly) {
-  const std::string path = source_path(std::string("models/") + GetParam().file);
+  const std::string path = model_path(GetParam().file);
   if (!std::filesystem::exists(path))
     GTEST_SKIP() << GetParam().file << " not present (tools/fetch_model.sh)";
   const auto model = Model::load(path);
@@ -160,6 +175,41 @@ TEST_P(PolicyRegistryWalk, EveryPolicyIsThreadCountInvariantAndTruncatesExactly)
 
 INSTANTIATE_TEST_SUITE_P(Models, PolicyRegistryWalk, testing::ValuesIn(kModels),
                          [](const testing::TestParamInfo<ModelCase>& info) { return info.param.test_name; });
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// The model's sliding window narrows the keys whichever attention path runs: a key-selecting policy
+// keeping every key (attention over key lists) gives dense attention's logits (contiguous streams),
+// on models whose windows of 8 are far shorter than the prompt. Ignoring the window in either path
+// moves these logits by 20 or more (tools/make_tiny_models.py's sensitivity entries).
+TEST(SlidingWindow, KeyListsKeepingEveryKeyGiveDenseLogits) {
+  for (const char* file : {"tiny-gemma3.gguf", "tiny-mistral.gguf"}) {
+    const auto model = Model::load(model_path(file));
+    ASSERT_GT(model->config().layers[0].window, 0u) << file;
+    const std::vector<int32_t> prompt = model->tokenizer().encode(
+        "A window of eight tokens is far shorter than this prompt, so most keys fall outside it.", false,
+        false);
+    ThreadPool pool(2);
+    const auto logits = [&](std::vector<std::string> specs) {
+      Transformer tf(*model, pool, 128);
+      tf.set_policies(make_policy_stack(specs, *model));
+      const std::span<const float> out = tf.forward(prompt, true);
+      return std::vector<float>(out.begin(), out.end());
+    };
+    const std::vector<float> dense = logits({});
+    for (const char* spec : {"oracle:keep=1,first_layer=0", "quest:keep=1,page=8"}) {
+      const std::vector<float> listed = logits({spec});
+      ASSERT_EQ(listed.size(), dense.size());
+      float worst = 0;
+      for (size_t i = 0; i < dense.size(); ++i) worst = std::max(worst, std::fabs(listed[i] - dense[i]));
+      EXPECT_LT(worst, 1e-3f) << file << ", " << spec;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace ts

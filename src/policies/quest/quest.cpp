@@ -67,8 +67,11 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
 
 void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                             std::vector<uint32_t>& keys) const {
-  // prepare_keys checked the layer holds every position: the candidates are 0..pos.
-  TS_CHECK(candidates.size() == q.pos + 1, "policy ", name(), ": the cache of layer ", q.layer, " has holes");
+  // prepare_keys checked the layer holds every position: the candidates are 0..pos, or the last
+  // positions up to pos on a sliding-window layer (whose attention drops what is selected before them).
+  TS_CHECK(!candidates.empty() && candidates.back() == q.pos &&
+               candidates.size() == q.pos + 1 - candidates.front(),
+           "policy ", name(), ": the cache of layer ", q.layer, " has holes");
   const size_t hd = head_dim_, width = 2 * hd, current = q.pos / page_;
   const std::vector<float>& bounds = layers_[q.layer].bounds[q.kv_head];
   // The current page's tokens count towards the budget; earlier pages fill the rest.
@@ -83,11 +86,12 @@ void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candida
       parts[c] += std::max(x, 0.0f);
       parts[hd + c] += std::min(x, 0.0f);
     }
-  pages.resize(current);
-  scores.resize(current);
-  for (size_t p = 0; p < current; ++p) {
-    pages[p] = static_cast<uint32_t>(p);
-    scores[p] = ops().dot_f32(parts.data(), &bounds[p * width], width);
+  const size_t first = std::min<size_t>(candidates.front() / page_, current);  // the window's first page
+  pages.resize(current - first);
+  scores.resize(current - first);
+  for (size_t p = first; p < current; ++p) {
+    pages[p - first] = static_cast<uint32_t>(p);
+    scores[p - first] = ops().dot_f32(parts.data(), &bounds[p * width], width);
   }
   select_top_keys(pages, scores, more_pages, 0, chosen);
   chosen.push_back(static_cast<uint32_t>(current));
