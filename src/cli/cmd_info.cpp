@@ -41,7 +41,13 @@ nlohmann::json info_report(const Model& model, const std::string& path,
   // Tied models store no output.weight, so parameters counted are the distinct stored ones.
   const std::unique_ptr<PolicyStack> stack = make_policy_stack(policies, model);
   const KvFormat format = stack && stack->kv_format() ? *stack->kv_format() : KvFormat{};
-  const KvCache one_token(c.n_layers, 1, size_t{c.n_kv_heads} * c.head_dim, c.head_dim, format);
+  const KvCache one_token(c.n_layers, 1, c.kv_dim(), c.head_dim, format);
+  // Sliding-window layers: their window, by layer (empty: every layer attends to all keys).
+  nlohmann::json windows = nlohmann::json::object();
+  for (size_t l = 0; l < c.layers.size(); ++l)
+    if (c.layers[l].window > 0) windows[std::to_string(l)] = c.layers[l].window;
+  nlohmann::json ropes = nlohmann::json::array();
+  for (const RopeSpec& r : c.ropes) ropes.push_back({{"base", r.base}, {"linear_scale", r.linear_scale}});
   nlohmann::json j = {
       {"file", path},
       {"gguf_version", model.gguf().version()},
@@ -53,6 +59,9 @@ nlohmann::json info_report(const Model& model, const std::string& path,
       {"n_heads", c.n_heads},
       {"n_kv_heads", c.n_kv_heads},
       {"head_dim", c.head_dim},
+      {"q_dim", c.q_dim},
+      {"sliding_windows", windows},
+      {"ropes", ropes},
       {"rope_dim", c.rot_dim},
       {"rope_base", c.rope_base},
       {"rope_layout", c.rope_layout == RopeLayout::Neox ? "neox" : "interleaved"},
