@@ -68,3 +68,21 @@ def test_greedy_completions_equal_llama_cpp_up_to_its_near_ties(gemma, llama_cpp
             assert token == int(logits.argmax()), f"{prompt!r}: step {step}"
             compared += 1
     assert compared >= 80  # of 120 steps: a real comparison, not near-ties skipped wholesale
+
+
+@pytest.mark.runtime(15)
+def test_tokenizer_equals_llama_cpp_on_wikitext_and_hard_strings(gemma, llama_cpp):
+    """Gemma's SentencePiece vocabulary (262,144 pieces, byte fallback, no space prefix) against
+    llama.cpp's tokenizer of the same file, with and without special-token parsing."""
+    tokensieve = pytest.importorskip("tokensieve")
+    if not WIKITEXT.is_file():
+        pytest.skip(f"{WIKITEXT} not found")
+    ours = tokensieve.Model(str(gemma), threads=1)
+    theirs = llama_cpp.Llama(str(gemma), vocab_only=True, verbose=False)
+    texts = [WIKITEXT.read_text(encoding="utf-8")[:60000], "", " ", "  leading and trailing  ", "\n\n\ttabs\r\n",
+             "naïve café — 東京 🙂 \u200b zero-width", "\x00\x01 control \x7f", "<start_of_turn>user\nhi<end_of_turn>",
+             "<unused0><mask>[multimodal]", "a" * 3000, "1234567890 3.14159 -42"]
+    for text in texts:
+        for special in (True, False):
+            want = theirs.tokenize(text.encode(), add_bos=True, special=special)
+            assert ours.tokenize(text, special=special) == want, (text[:40], special)
