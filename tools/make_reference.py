@@ -7,11 +7,14 @@ For each GGUF model this script
      GGUF tokenizer loader (BOS is added iff the GGUF says so; llama/SentencePiece files without the
      flag add it, as llama.cpp does);
   2. loads the weights with HF transformers' GGUF loader (the `gguf` package dequantizes every tensor to
-     float32 and transformers un-permutes attn_q / attn_k back to the HF "rotate_half" layout) into a
-     `LlamaForCausalLM` and runs it in float32 -- these are the logits stored in the fixture;
-  3. independently re-loads the raw GGUF tensors with `gguf.quants.dequantize` (no un-permutation) and
-     runs the small hand-written NumPy forward pass of tools/numpy_llama.py, which applies RoPE to adjacent
-     pairs, the way llama.cpp does for the GGUF layout, in float32 and in float64; the float64 run is the
+     float32; for llama transformers un-permutes attn_q / attn_k back to the HF "rotate_half" layout, for
+     gemma3 it subtracts the 1 llama.cpp's converter added to every norm weight) into the architecture's
+     model class (`LlamaForCausalLM`, `Qwen2ForCausalLM`, `Gemma3ForCausalLM`) and runs it in float32 --
+     these are the logits stored in the fixture;
+  3. independently re-loads the raw GGUF tensors with `gguf.quants.dequantize` (no un-permutation, norm
+     weights as stored) and runs the small hand-written NumPy forward pass of tools/numpy_llama.py, which
+     applies RoPE to adjacent pairs for llama (NeoX pairs for qwen2/gemma3), the way llama.cpp does for
+     the GGUF layout, in float32 and in float64; the float64 run is the
      "exact" answer against which the float32 numbers are measured (HF's own RMSNorm/RoPE are hard-wired
      to float32, so the HF model cannot simply be cast to float64);
   4. greedy-decodes a continuation (argmax each step, full recompute, float32 HF model) and checks that
@@ -23,6 +26,7 @@ For each GGUF model this script
 Usage:
     python3 tools/make_reference.py                      # both default models
     python3 tools/make_reference.py --model path/to/x.gguf [--out tests/fixtures/reference]
+    python3 tools/make_reference.py --model models/gemma-3-270m-Q4_K_M.gguf   # (tools/fetch_model.sh gemma3-270m)
 
 Prompts are defined per model file stem in PROMPTS below. See docs/reference.md for the fixture format
 and the comparison tolerances.
@@ -101,6 +105,25 @@ PROMPTS = {
             "text": "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
         },
         {"name": "code_prefix", "text": "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"},
+    ],
+    # a base model without a chat template in the file; the turn markers are single special tokens all the same
+    "gemma-3-270m-Q4_K_M": [
+        {"name": "plain_sentence", "text": "The quick brown fox jumps over the lazy dog."},
+        {
+            "name": "turns_capital_of_france",
+            "text": "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+        },
+        {
+            "name": "wiki_paragraph",
+            "text": (
+                "The Danube is the second-longest river in Europe, after the Volga. It rises in the Black "
+                "Forest of Germany and flows for about 2,850 kilometres through Central and Eastern Europe "
+                "before emptying into the Black Sea. Along its course it passes through ten countries and "
+                "four capital cities, including Vienna, Bratislava, Budapest and Belgrade. Since ancient "
+                "times the river has been an important trade route, and it formed a long stretch of the "
+                "northern frontier of the Roman Empire."
+            ),
+        },
     ],
 }
 
@@ -188,10 +211,11 @@ def expected_add_bos(meta: dict) -> bool:
 
 def load_hf_model(path: str):
     """Returns (model, how). Same as AutoModelForCausalLM.from_pretrained(dir, gguf_file=name,
-    torch_dtype=float32): for the llama architecture transformers 5.x uses its "legacy" GGUF loader
-    (`load_gguf_checkpoint`: gguf.dequantize + reverse permutation of attn_q/attn_k). from_pretrained insists
-    on `accelerate` for GGUF files, so without it we make the same calls ourselves."""
-    from transformers import AutoConfig, AutoModelForCausalLM, LlamaForCausalLM
+    torch_dtype=float32): for llama, qwen2 and gemma3 transformers 5.x uses its "legacy" GGUF loader
+    (`load_gguf_checkpoint`: gguf.dequantize + reverse permutation of llama's attn_q/attn_k, gemma3's norm
+    weights minus 1). from_pretrained insists on `accelerate` for GGUF files, so without it we make the same
+    calls ourselves."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     d, name = os.path.dirname(path), os.path.basename(path)
     with warnings.catch_warnings():
@@ -211,7 +235,7 @@ def load_hf_model(path: str):
     except ImportError:
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-        model = LlamaForCausalLM(config).to(torch.float32)
+        model = AutoModelForCausalLM.from_config(config).to(torch.float32)
         state = load_gguf_checkpoint(path, return_tensors=True, model_to_load=model, torch_dtype=torch.float32)
         tensors = state["tensors"]
         missing, unexpected = model.load_state_dict(tensors, strict=False)
@@ -222,7 +246,7 @@ def load_hf_model(path: str):
         if config.tie_word_embeddings:
             model.tie_weights()
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-        how = ("LlamaForCausalLM(AutoConfig.from_pretrained(dir, gguf_file=name)) + "
+        how = (f"{type(model).__name__}(AutoConfig.from_pretrained(dir, gguf_file=name)) + "
                "transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint(path, return_tensors=True) "
                "(what from_pretrained(gguf_file=...) does for llama; accelerate not installed)")
     model.eval()
@@ -331,6 +355,68 @@ def greedy(step_logits, ids: list[int], n: int):
     return new, margins
 
 
+# gemma3: HF's norm names -> GGUF's (HF computes x * (1 + w); llama.cpp's converter stores w + 1)
+GEMMA3_NORMS = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+}
+
+
+def gemma3_checks(model, sd: dict, raw: dict[str, np.ndarray], own: NumpyLlama) -> float:
+    """transformers' gemma3 config must describe the model tools/numpy_llama.py computes (window, which
+    layers are local, both RoPE bases, attention scale, no soft-capping); returns max |(HF norm weight + 1)
+    - GGUF norm weight| in float32 (the subtraction of 1 by the loader may round)."""
+    c = model.config
+    layer_types = ["sliding_attention" if l in own.swa_layers else "full_attention" for l in range(own.n_layer)]
+    rope = c.rope_parameters
+    expect = {
+        "sliding_window": (c.sliding_window, own.sliding_window),
+        "layer_types": (list(c.layer_types), layer_types),
+        "rope_theta full": (rope["full_attention"]["rope_theta"], own.rope_base),
+        "rope_theta sliding": (rope["sliding_attention"]["rope_theta"], own.rope_base_swa),
+        "head_dim": (c.head_dim, own.head_dim),
+        "query_pre_attn_scalar": (c.query_pre_attn_scalar, own.head_dim),
+        "hidden_activation": (c.hidden_activation, "gelu_pytorch_tanh"),
+        "softcapping": ((c.attn_logit_softcapping, c.final_logit_softcapping), (None, None)),
+        "rope_type": ((rope["full_attention"]["rope_type"], rope["sliding_attention"]["rope_type"]),
+                      ("default", "default")),
+    }
+    bad = {k: v for k, v in expect.items() if v[0] != v[1]}
+    if bad:
+        raise RuntimeError(f"transformers' gemma3 config differs from the GGUF's conventions: {bad}")
+    if float(model.model.embed_tokens.embed_scale) != own.embed_scale:
+        raise RuntimeError(f"embedding scale {float(model.model.embed_tokens.embed_scale)} != {own.embed_scale}")
+    pairs = [(f"model.layers.{l}.{hf}.weight", f"blk.{l}.{gg}.weight")
+             for l in range(own.n_layer) for hf, gg in GEMMA3_NORMS.items()]
+    pairs.append(("model.norm.weight", "output_norm.weight"))
+    return max(float(np.abs((sd[h].numpy() + np.float32(1)) - raw[g]).max()) for h, g in pairs)
+
+
+def arch_fields(own: NumpyLlama) -> dict:
+    """Extra `model` fields for the architectures after llama/qwen2 (the names of tools/tiny_archs.py's)."""
+    if own.arch in ("llama", "qwen2"):
+        return {}
+    return {
+        "rope_dim": own.n_rot,
+        "sliding_window": own.sliding_window or None,
+        "swa_layers": own.swa_layers,
+        "rope_freq_base_swa": own.rope_base_swa,
+        "qk_norm": own.qk_norm,
+        "post_norms": own.post_norms,
+        "embedding_scale": own.embed_scale,
+        "ffn_activation": own.ffn_act,
+        "fused_qkv": False,
+        "fused_gate_up": False,
+        "norm_weights_plus_one": own.arch == "gemma3",
+        "qk_rows_permuted": False,
+        "hf_family": own.arch,
+    }
+
+
 def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: bool) -> dict:
     t0 = time.time()
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -370,6 +456,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
     wdiff = max(wdiff, float(np.abs(sd["lm_head.weight"].numpy() - own32.w["output.weight"]).max()))
     if wdiff != 0.0:
         raise RuntimeError(f"{stem}: transformers' GGUF weights differ from gguf.dequantize + unpermute: {wdiff}")
+    norm_diff = gemma3_checks(model, sd, raw, own32) if own32.arch == "gemma3" else None
 
     n_vocab = int(model.config.vocab_size)
     per_prompt, stats = [], []
@@ -382,7 +469,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
         o64 = torch.from_numpy(own64.logits(ids))
         ref64_full.append(o64)
         g_ids, g_marg = greedy(lambda s: hf_logits(model, s), ids, N_GREEDY)
-        g64_ids, g64_marg = greedy(lambda s: torch.from_numpy(own64.logits(s)), ids, N_GREEDY)
+        g64_ids, g64_marg = greedy(lambda s: torch.from_numpy(own64.logits(s, last_only=True)), ids, N_GREEDY)
         interesting += ids + g_ids
         lse64 = torch.logsumexp(o64, -1, keepdim=True)
         lse32 = torch.logsumexp(l32.double(), -1, keepdim=True)
@@ -473,6 +560,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
             "eos_id": int(meta["tokenizer.ggml.eos_token_id"]),
             "add_bos": add_bos,
             "gguf_add_bos_token": meta.get("tokenizer.ggml.add_bos_token"),
+            **arch_fields(own32),
         },
         "generator": {
             "script": "tools/make_reference.py",
@@ -484,7 +572,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
             "gguf": pkg_version("gguf"),
             "numpy": np.__version__,
             "tokenizers": pkg_version("tokenizers"),
-            "reference": "HF transformers LlamaForCausalLM, float32, eager attention; weights via " + how,
+            "reference": f"HF transformers {type(model).__name__}, float32, eager attention; weights via " + how,
             "tokenizer": "transformers AutoTokenizer.from_pretrained(dir, gguf_file=name) (tokenizer from the same GGUF)",
             "float_digits": sig,
             "seconds": None,
@@ -492,6 +580,7 @@ def make_fixture(path: str, out_dir: str, command: str, sig: int, no_llamacpp: b
         "vocab_subset": subset,
         "checks": {
             "weights_hf_vs_gguf_dequant_unpermuted_max_abs": wdiff,
+            **({} if norm_diff is None else {"weights_hf_norm_plus_one_vs_gguf_max_abs": norm_diff}),
             "per_prompt": stats,
             "hf32_vs_f64_max_abs_logit_diff": max(s["hf32_vs_f64_max_abs_logit_diff"] for s in stats),
             "hf32_vs_f64_max_abs_logprob_diff": max(s["hf32_vs_f64_max_abs_logprob_diff"] for s in stats),

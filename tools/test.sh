@@ -19,10 +19,10 @@ python3 -m pytest -q tests/python
 
 echo "== unit tests (ASan + UBSan)"
 bash tools/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON
-# The float32 SmolLM2 and the Qwen 0.5B reference runs, and the registry walk over both real models, are
-# minutes under ASan; the Release run above covers them (every policy runs under ASan on stories260K).
+# The float32 SmolLM2, Qwen 0.5B and Gemma 3 reference runs, and the registry walk over the real models,
+# are minutes under ASan; the Release run above covers them (every policy runs under ASan on stories260K).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "SmolLM2_exact|Qwen05B|PolicyRegistryWalk"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "SmolLM2_exact|Qwen05B|Gemma3_270M|PolicyRegistryWalk"
 
 echo "== fuzzing (bounded)"
 bash fuzz/run_all.sh "${TS_FUZZ_SECONDS:-30}"

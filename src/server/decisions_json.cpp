@@ -38,9 +38,14 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
       out.push_back(row.empty() ? nlohmann::json(nullptr) : nlohmann::json(row));
     return out;
   };
+  // The model's sliding windows (0: a global layer): a local layer's tokens attend to that many
+  // positions whatever the policies keep.
+  nlohmann::json windows = nlohmann::json::array();
+  for (const LayerPlan& plan : model.config().layers) windows.push_back(plan.window);
   return {{"request_id", request_id},
           {"policies", log.policies},
           {"n_layers", n_layers},
+          {"layer_windows", std::move(windows)},
           {"tokens", std::move(token_texts)},
           {"flags", flags},
           {"scores", rows(scores)},

@@ -222,6 +222,19 @@ function shade(x) {
   return `rgb(${c(232, 20)}, ${c(240, 60)}, ${c(250, 140)})`;
 }
 
+// "· local (sliding-window) layers: 0-4, 6-10 (window 512)", or nothing on a model without windows.
+function localLayers(d) {
+  const local = d.layer_windows.map((w, l) => (w ? l : -1)).filter((l) => l >= 0);
+  if (!local.length) return "";
+  const runs = [];
+  for (const l of local) {
+    const last = runs[runs.length - 1];
+    if (last && last[1] === l - 1) last[1] = l; else runs.push([l, l]);
+  }
+  const text = runs.map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(", ");
+  return ` · local (sliding-window) layers: ${text} (window ${Math.max(...d.layer_windows)})`;
+}
+
 function draw() {
   const canvas = $("heatmap"), d = canvas.decisions;
   if (!d) return;
@@ -265,7 +278,8 @@ function draw() {
   }
   const policies = d.policies.length ? d.policies.join(" + ") : "none (dense)";
   $("summary").textContent = `policies: ${policies} · ${d.tokens.length} tokens × ${d.n_layers} layers · ` +
-    `FFN ran for ${(100 * d.ffn_fraction).toFixed(1)}% of (token, layer) pairs · rows: layers 0 (top) to ${d.n_layers - 1}`;
+    `FFN ran for ${(100 * d.ffn_fraction).toFixed(1)}% of (token, layer) pairs · rows: layers 0 (top) to ${d.n_layers - 1}` +
+    localLayers(d);
 }
 
 $("heatmap").addEventListener("mousemove", (e) => {
@@ -276,7 +290,9 @@ $("heatmap").addEventListener("mousemove", (e) => {
   if (t < 0 || t >= d.tokens.length || layer < 0 || layer >= d.n_layers) { tip.style.display = "none"; return; }
   const f = d.flags[layer][t], score = d.scores[layer] ? d.scores[layer][t] : null;
   const keys = d.keys_attended[layer] ? d.keys_attended[layer][t] : null;
-  tip.textContent = `token ${t} ${JSON.stringify(d.tokens[t])}, layer ${layer}\n${category(f).name}` +
+  const window = d.layer_windows[layer];
+  tip.textContent = `token ${t} ${JSON.stringify(d.tokens[t])}, layer ${layer}` +
+    (window ? ` (local: sliding window of ${window})` : "") + `\n${category(f).name}` +
     (score !== null ? `\nscore ${score.toFixed(4)}` : "") + (keys !== null ? `\nkeys attended ${keys.toFixed(1)}` : "");
   tip.style.left = e.clientX + 12 + "px";
   tip.style.top = e.clientY + 12 + "px";

@@ -322,6 +322,14 @@ TEST_F(ServerModel, DecisionsGridMarksSkippedLayers) {
     }
   }
   EXPECT_LT(d["ffn_fraction"].get<double>(), 1.0);
+  EXPECT_EQ(d["layer_windows"], json(std::vector<uint32_t>(model_->config().n_layers, 0)));  // no windows
+}
+
+// Local layers are marked as such: the grid carries the model's window per layer.
+TEST(Decisions, LayerWindowsAreTheModelsSlidingWindows) {
+  const auto model = Model::load(source_path("tests/fixtures/models/tiny-gemma3.gguf"));
+  const json d = decisions_json(DecisionLog{}, std::vector<int32_t>{65, 66}, *model, "id");
+  EXPECT_EQ(d["layer_windows"], json::array({8, 8, 8, 8, 8, 0, 8}));  // layer 5 is global
 }
 
 }  // namespace
