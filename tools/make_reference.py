@@ -63,6 +63,16 @@ DEFAULT_MODELS = [
 ]
 DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "reference")
 
+# A paragraph of prose, the long prompt of the models that read English.
+DANUBE = (
+    "The Danube is the second-longest river in Europe, after the Volga. It rises in the Black "
+    "Forest of Germany and flows for about 2,850 kilometres through Central and Eastern Europe "
+    "before emptying into the Black Sea. Along its course it passes through ten countries and "
+    "four capital cities, including Vienna, Bratislava, Budapest and Belgrade. Since ancient "
+    "times the river has been an important trade route, and it formed a long stretch of the "
+    "northern frontier of the Roman Empire."
+)
+
 PROMPTS = {
     "stories260K": [
         {"name": "once_upon_a_time", "text": "Once upon a time"},
@@ -83,14 +93,7 @@ PROMPTS = {
         },
         {
             "name": "wiki_paragraph",
-            "text": (
-                "The Danube is the second-longest river in Europe, after the Volga. It rises in the Black "
-                "Forest of Germany and flows for about 2,850 kilometres through Central and Eastern Europe "
-                "before emptying into the Black Sea. Along its course it passes through ten countries and "
-                "four capital cities, including Vienna, Bratislava, Budapest and Belgrade. Since ancient "
-                "times the river has been an important trade route, and it formed a long stretch of the "
-                "northern frontier of the Roman Empire."
-            ),
+            "text": DANUBE,
         },
     ],
     "Qwen2.5-Coder-0.5B-Instruct": [
@@ -115,14 +118,7 @@ PROMPTS = {
         },
         {
             "name": "wiki_paragraph",
-            "text": (
-                "The Danube is the second-longest river in Europe, after the Volga. It rises in the Black "
-                "Forest of Germany and flows for about 2,850 kilometres through Central and Eastern Europe "
-                "before emptying into the Black Sea. Along its course it passes through ten countries and "
-                "four capital cities, including Vienna, Bratislava, Budapest and Belgrade. Since ancient "
-                "times the river has been an important trade route, and it formed a long stretch of the "
-                "northern frontier of the Roman Empire."
-            ),
+            "text": DANUBE,
         },
     ],
 }
