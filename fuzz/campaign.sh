@@ -25,7 +25,7 @@ for name in "${targets[@]}"; do
   start=$(date +%s)
   status=0
   build-fuzz/bin/"$name" "$corpus" -runs="$runs" -rss_limit_mb=2048 -max_len=$max_len -print_final_stats=1 \
-      -artifact_prefix="$corpus/crash-" >"$log" 2>&1 || status=$?
+      -artifact_prefix="$corpus/" >"$log" 2>&1 || status=$?
   secs=$(( $(date +%s) - start ))
   execs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   last=$(grep -E '^#[0-9]+' "$log" | tail -n1)

@@ -26,7 +26,7 @@ for bin in build-fuzz/bin/fuzz_*; do
   [ -d "fuzz/seeds/${name#fuzz_}" ] && cp -n "fuzz/seeds/${name#fuzz_}"/* "$corpus"/
   log=$(mktemp)
   if "$bin" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-      -artifact_prefix="$corpus/crash-" >"$log" 2>&1; then
+      -artifact_prefix="$corpus/" >"$log" 2>&1; then
     execs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     echo "$name: ${execs} executions in ${seconds}s, no crash"
   else

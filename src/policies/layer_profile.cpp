@@ -61,20 +61,23 @@ std::string model_fingerprint(const Model& model) {
 
 LayerProfile read_layer_profile(const std::string& path) {
   const nlohmann::json j = read_profile_json(path, kFormat);
-  TS_CHECK(get<int>(j, "version", path) == kVersion, path, ": profile version ", j.at("version").dump(),
-           " is not supported (expected ", kVersion, ")");
+  TS_CHECK(j.contains("version") && checked_number<int>(j.at("version"), path, "version") == kVersion, path,
+           ": profile version ", j.value("version", nlohmann::json()).dump(), " is not supported (expected ",
+           kVersion, ")");
   LayerProfile p;
   if (j.contains("model")) p.model_name = get<std::string>(j, "model", path);
   p.model_hash = get<std::string>(j, "model_hash", path);
   p.policy = get<std::string>(j, "policy", path);
   p.method = get<std::string>(j, "method", path);
-  p.layers = get<std::vector<uint32_t>>(j, "layers", path);
+  TS_CHECK(j.contains("layers"), path, ": missing field \"layers\"");
+  p.layers = checked_numbers<uint32_t>(j.at("layers"), path, "layers");
   for (size_t i = 1; i < p.layers.size(); ++i)
     TS_CHECK(p.layers[i - 1] < p.layers[i], path, ": \"layers\" must be ascending without repeats");
-  if (j.contains("ratio")) p.ratio = get<double>(j, "ratio", path);
+  if (j.contains("ratio")) p.ratio = checked_number<double>(j.at("ratio"), path, "ratio");
   TS_CHECK(p.policy != "orthorank" || (p.ratio && *p.ratio >= 0 && *p.ratio <= 1), path,
            ": an orthorank profile needs \"ratio\" in [0, 1]");
-  p.sparsity = get<double>(j, "sparsity", path);
+  TS_CHECK(j.contains("sparsity"), path, ": missing field \"sparsity\"");
+  p.sparsity = checked_number<double>(j.at("sparsity"), path, "sparsity");
   if (j.contains("calibration")) {
     TS_CHECK(j.at("calibration").is_object(), path, ": \"calibration\" must be an object");
     p.calibration_json = j.at("calibration").dump();

@@ -205,9 +205,17 @@ TEST(KvStaticRanges, CalibrationCoversWhatItSawAndLeavesOutThePreserved) {
 // error before fuzz_policy_files found it).
 TEST(KvStaticRanges, MalformedProfilesAreOneLineErrors) {
   const std::string head = R"({"format":"tokensieve-kvsink-profile",)";
-  for (const std::string& text : {std::string("{"), std::string(R"({"format":7})"), std::string("[1]"),
-                                  head + R"("model":0,"emergence_layer":1,"channel":2})",
-                                  head + R"("emergence_layer":"1","channel":2})", head + R"("channel":2})"}) {
+  for (const std::string& text :
+       {std::string("{"), std::string(R"({"format":7})"), std::string("[1]"),
+        head + R"("model":0,"emergence_layer":1,"channel":2})",
+        head + R"("emergence_layer":"1","channel":2})", head + R"("channel":2})",
+        // numbers a cast would turn into undefined behaviour
+        head + R"("emergence_layer":1,"channel":-1})", head + R"("emergence_layer":1.5,"channel":2})",
+        head + R"("emergence_layer":1,"channel":2,"channels":[2,-3]})",
+        head + R"("emergence_layer":1,"channel":2,"ranges":[{"excluding":"none","preserved":-1,)"
+               R"("key_min":[[0]],"key_max":[[0]],"value_min":[[0]],"value_max":[[0]]}]})",
+        head + R"("emergence_layer":1,"channel":2,"ranges":[{"excluding":"none","preserved":0,)"
+               R"("key_min":[[1e300]],"key_max":[[0]],"value_min":[[0]],"value_max":[[0]]}]})"}) {
     const std::string path = testing::TempDir() + "/bad_kvsink_profile.json";
     {
       std::ofstream f(path);

@@ -71,6 +71,11 @@ TEST(LayerProfile, RejectsMalformedFiles) {
            // Found by fuzz_policy_files: a non-string "model" or "format" escaped as a JSON type error.
            {"model", head + R"("model":0,"policy":"sleb","layers":[1],"sparsity":0.1})"},
            {"format_type", R"({"format":7,"version":1})"},
+           // Found by fuzz_policy_files' campaign: -1.1192 cast to an unsigned layer (undefined behaviour).
+           {"negative_float_layer", head + R"("policy":"sleb","layers":[3,-1.1192],"sparsity":0.1})"},
+           {"negative_layer", head + R"("policy":"sleb","layers":[-1],"sparsity":0.1})"},
+           {"huge_layer", head + R"("policy":"sleb","layers":[1e30],"sparsity":0.1})"},
+           {"version_float", R"({"format":"tokensieve-layer-profile","version":1e300})"},
        }) {
     const std::string path = write_text(name + ".json", text);
     try {

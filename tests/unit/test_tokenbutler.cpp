@@ -249,6 +249,9 @@ TEST(TokenButler, MalformedFilesAreOneLineErrors) {
   const std::vector<std::function<void(nlohmann::json&)>> edits = {
       [](nlohmann::json& h) { h["attn.in"]["dtype"] = 7; },
       [](nlohmann::json& h) { h["attn.in"]["data_offsets"] = "x"; },
+      [](nlohmann::json& h) {
+        h["attn.in"]["data_offsets"] = {-1.5, 1e30};
+      },  // a cast: undefined behaviour
       [](nlohmann::json& h) { h["attn.in"] = 3; },
       [](nlohmann::json& h) { h["__metadata__"]["n_embd"] = "12x"; },
       [](nlohmann::json& h) { h["__metadata__"]["n_embd"] = "99999999999"; },

@@ -152,9 +152,9 @@ OutlierProfile read_outlier_profile(const std::string& path) {
   try {
     p.model_name = j.value("model", "");
     p.model_hash = j.value("model_hash", "");
-    p.emergence_layer = j.at("emergence_layer").get<uint32_t>();
-    p.channel = j.at("channel").get<uint32_t>();
-    p.channels = j.value("channels", std::vector<uint32_t>{});
+    p.emergence_layer = checked_number<uint32_t>(j.at("emergence_layer"), path, "emergence_layer");
+    p.channel = checked_number<uint32_t>(j.at("channel"), path, "channel");
+    if (j.contains("channels")) p.channels = checked_numbers<uint32_t>(j.at("channels"), path, "channels");
     if (j.contains("calibration")) p.calibration_json = j.at("calibration").dump();
     if (j.contains("ranges"))
       for (const nlohmann::json& r : j.at("ranges")) p.ranges.push_back(ranges_from_json(r, path));

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "policies/kvquant/sink_preservation.h"
+#include "policies/profile_json.h"
 #include "runtime/policy_stack.h"
 #include "runtime/transformer.h"
 
@@ -153,9 +154,11 @@ CalibratedRanges ranges_from_json(const nlohmann::json& j, const std::string& pa
                                    [&](RangeExclusion x) { return e == exclusion_name(x); });
     TS_CHECK(rule != std::end(kRules), path, ": unknown range exclusion ", e);
     r.excluding = *rule;
-    r.preserved = j.at("preserved").get<size_t>();
+    r.preserved = checked_number<uint64_t>(j.at("preserved"), path, "preserved");
     const auto rows = [&](const char* key, std::vector<float>& out) {
-      const auto layers = j.at(key).get<std::vector<std::vector<float>>>();
+      TS_CHECK(j.at(key).is_array(), path, ": ", key, " must be an array of rows");
+      std::vector<std::vector<float>> layers;
+      for (const nlohmann::json& row : j.at(key)) layers.push_back(checked_numbers<float>(row, path, key));
       TS_CHECK(!layers.empty(), path, ": ", key, " is empty");
       if (r.ranges.n_layers == 0) r.ranges.n_layers = layers.size(), r.ranges.kv_dim = layers[0].size();
       TS_CHECK(layers.size() == r.ranges.n_layers, path, ": ", key, " has ", layers.size(), " layers");

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/quant_types.h"
+#include "policies/profile_json.h"
 
 namespace ts {
 namespace {
@@ -144,8 +145,8 @@ ButlerFile read_butler(const std::string& path) {
     const std::string dtype = e.at("dtype").get<std::string>();
     TS_CHECK(dtype == "F32" || dtype == "F16", path, ": tensor ", name, " has dtype ", dtype);
     const size_t elem = dtype == "F16" ? 2 : 4;
-    const size_t begin = e.at("data_offsets").at(0).get<size_t>(),
-                 end = e.at("data_offsets").at(1).get<size_t>();
+    const size_t begin = checked_number<uint64_t>(e.at("data_offsets").at(0), path, "data_offsets"),
+                 end = checked_number<uint64_t>(e.at("data_offsets").at(1), path, "data_offsets");
     TS_CHECK(begin <= end && end <= data.size() && (end - begin) % elem == 0, path, ": tensor ", name,
              " lies outside the file");
     const size_t count = (end - begin) / elem;
