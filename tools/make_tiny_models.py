@@ -19,13 +19,16 @@ The real models checked by tools/make_reference.py are both `llama`. This script
                        as HF weight + 1 (the converter's convention; the engine multiplies by it), pre/post
                        attention and FFN norms, Q/K head norms, embedding times sqrt(n_embd), GeGLU (tanh GELU),
                        head_dim 8 with 4 heads on n_embd 64, tied output;
-  * `tiny-gemma3-f16`  the same float weights with the matrices (embedding included) stored as F16, norms F32;
   * `tiny-mistral`     transformers' Mistral as GGUF arch llama (Q/K rows permuted) with
                        llama.attention.sliding_window 8, applied to every layer (llama.cpp ignores that key,
                        so its cross-check is skipped);
   * `tiny-phi3`        arch phi3: fused attn_qkv (rows Q;K;V) and fused ffn_up (gate rows, then up rows),
                        NeoX RoPE on the first 12 of 16 head dimensions (rope.dimension_count 12), no window
-                       (attention.sliding_window 0, as the converter writes it), untied output.
+                       (attention.sliding_window 0, as the converter writes it), untied output;
+  * `tiny-qwen3-f16`, `tiny-gemma3-f16`, `tiny-mistral-f16`, `tiny-phi3-f16`
+                       the same float weights as their F32 sibling with every matrix (embedding, output and
+                       phi3's fused attn_qkv/ffn_up included) stored as F16, norms F32; the reference uses
+                       the F16-rounded numbers.
 
 The per-architecture pieces (shapes and seeds, weights, the HF <-> GGUF conversion, the transformers model and
 the float64 forward pass) are in tools/tiny_archs.py. For each model the script (1) draws HF-layout float32

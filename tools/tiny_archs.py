@@ -81,25 +81,33 @@ LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, 
 GEMMA3 = dict(family="gemma3", arch="gemma3", n_layer=7, n_embd=64, n_head=4, n_head_kv=2, head_dim=8, n_ff=8,
               n_ctx=512, rope_base=1000000.0, rope_base_local=10000.0, window=8, rms_eps=1e-6, tied=True,
               pre="default", rope_scaling=None, embed_std=0.125, out_norm_gain=5.0, quant=False, seed=20261209)
+# query width n_head*head_dim = 128 != n_embd 64
+QWEN3 = dict(family="qwen3", arch="qwen3", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, head_dim=32, n_ff=16,
+             n_ctx=512, rope_base=1000000.0, rms_eps=1e-6, tied=True, pre="qwen2", rope_scaling=None, resid_gain=4.0,
+             quant=False, seed=20261203)
+MISTRAL = dict(family="mistral", arch="llama", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=32,
+               n_ctx=512, rope_base=1000000.0, window=8, rms_eps=1e-5, tied=False, pre="llama-bpe", rope_scaling=None,
+               quant=False, seed=20261281)
+# partial rotary: 12 of the 16 head dimensions rotate (partial_rotary_factor 0.75)
+PHI3 = dict(family="phi3", arch="phi3", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, rope_dim=12, n_ff=32, n_ctx=512,
+            rope_base=10000.0, window=0, rms_eps=1e-5, tied=False, pre="llama-bpe", rope_scaling=None, quant=False,
+            seed=20261246)
+# The -f16 variants: the same drawn weights (same seed) with every matrix F16 (phi3: the fused attn_qkv and
+# ffn_up too), norms F32.
 MODELS = {
     "tiny-qwen2": dict(QWEN2, quant=False),
     "tiny-qwen2-quant": dict(QWEN2, quant=True),
     "tiny-llama3": dict(family="llama", arch="llama", n_layer=2, n_embd=32, n_head=2, n_head_kv=1, n_ff=64, n_ctx=512,
                         rope_base=500.0, rms_eps=1e-5, tied=False, pre="llama-bpe", rope_scaling=LLAMA3_SCALING,
                         quant=False, seed=20261124),
-    # query width n_head*head_dim = 128 != n_embd 64
-    "tiny-qwen3": dict(family="qwen3", arch="qwen3", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, head_dim=32,
-                       n_ff=16, n_ctx=512, rope_base=1000000.0, rms_eps=1e-6, tied=True, pre="qwen2",
-                       rope_scaling=None, resid_gain=4.0, quant=False, seed=20261203),
+    "tiny-qwen3": QWEN3,
+    "tiny-qwen3-f16": dict(QWEN3, f16=True),
     "tiny-gemma3": GEMMA3,
     "tiny-gemma3-f16": dict(GEMMA3, f16=True),
-    "tiny-mistral": dict(family="mistral", arch="llama", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, head_dim=16,
-                         n_ff=32, n_ctx=512, rope_base=1000000.0, window=8, rms_eps=1e-5, tied=False, pre="llama-bpe",
-                         rope_scaling=None, quant=False, seed=20261281),
-    # partial rotary: 12 of the 16 head dimensions rotate (partial_rotary_factor 0.75)
-    "tiny-phi3": dict(family="phi3", arch="phi3", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, rope_dim=12, n_ff=32,
-                      n_ctx=512, rope_base=10000.0, window=0, rms_eps=1e-5, tied=False, pre="llama-bpe",
-                      rope_scaling=None, quant=False, seed=20261246),
+    "tiny-mistral": MISTRAL,
+    "tiny-mistral-f16": dict(MISTRAL, f16=True),
+    "tiny-phi3": PHI3,
+    "tiny-phi3-f16": dict(PHI3, f16=True),
 }
 
 

@@ -149,12 +149,13 @@ ReferenceCase fast(const std::string& fixture, const std::string& model, double 
 // matrices, llama with Llama 3.1 rope_freqs scaling, qwen3 (per-head Q/K RMSNorm, query width 2 x
 // hidden), gemma3 in F32 and F16 (local layers with a window of 8 and their own RoPE base, a global
 // one, pre/post norms, GeGLU, scaled embedding), Mistral (llama with a window of 8 on every layer)
-// and phi3 (fused QKV and gate-up, 12 of 16 dims rotated); their prompts are longer than the windows.
+// and phi3 (fused QKV and gate-up, 12 of 16 dims rotated), each also with F16 matrices; their prompts
+// are longer than the windows.
 const char* const kCaseNames[] = {
-    "stories260K",           "SmolLM2_exact",   "SmolLM2_fast",  "tiny_qwen2",   "tiny_qwen2_quant",
-    "tiny_qwen2_quant_fast", "tiny_llama3",     "Qwen05B_exact", "Qwen05B_fast", "tiny_qwen3",
-    "tiny_gemma3",           "tiny_gemma3_f16", "tiny_mistral",  "tiny_phi3",    "Gemma3_270M_exact",
-    "Gemma3_270M_fast"};
+    "stories260K",           "SmolLM2_exact",   "SmolLM2_fast",     "tiny_qwen2",   "tiny_qwen2_quant",
+    "tiny_qwen2_quant_fast", "tiny_llama3",     "Qwen05B_exact",    "Qwen05B_fast", "tiny_qwen3",
+    "tiny_gemma3",           "tiny_gemma3_f16", "tiny_mistral",     "tiny_phi3",    "Gemma3_270M_exact",
+    "Gemma3_270M_fast",      "tiny_qwen3_f16",  "tiny_mistral_f16", "tiny_phi3_f16"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ReferenceTest,
@@ -172,7 +173,10 @@ INSTANTIATE_TEST_SUITE_P(
         exact("tiny-mistral.json", "tiny-mistral.gguf"), exact("tiny-phi3.json", "tiny-phi3.gguf"),
         exact("gemma-3-270m-Q4_K_M.json", "gemma-3-270m-Q4_K_M.gguf"),
         fast("gemma-3-270m-Q4_K_M.json", "gemma-3-270m-Q4_K_M.gguf", kGemmaFastTolerance,
-             kGemmaFastGreedyMargin)),
+             kGemmaFastGreedyMargin),
+        exact("tiny-qwen3-f16.json", "tiny-qwen3-f16.gguf"),
+        exact("tiny-mistral-f16.json", "tiny-mistral-f16.gguf"),
+        exact("tiny-phi3-f16.json", "tiny-phi3-f16.gguf")),
     [](const auto& info) { return std::string(kCaseNames[info.index]); });
 
 }  // namespace
