@@ -61,18 +61,21 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     if (add_generation_prompt) out += "<|im_start|>assistant\n";
   } else if (format == ChatFormat::Gemma) {
-    // Gemma has no system turn: a system message opens the first user turn. The assistant's
-    // role is "model"; contents are trimmed as Gemma's template does. BOS comes from the tokenizer.
+    // Gemma has no system turn: a system message opens the turn after it, whatever its role. The
+    // assistant's role is "model"; contents are trimmed as Gemma's template does. BOS comes from
+    // the tokenizer.
     std::string system;
     for (const ChatMessage& m : messages) {
       if (m.role == "system") {
         system += trim(m.content) + "\n\n";
         continue;
       }
-      const bool user = m.role == "user";
       out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" +
-             (user ? std::exchange(system, "") : "") + trim(m.content) + "<end_of_turn>\n";
+             std::exchange(system, "") + trim(m.content) + "<end_of_turn>\n";
     }
+    // A system message with no turn after it still reaches the model, as a user turn.
+    if (!system.empty())
+      out += "<start_of_turn>user\n" + system.substr(0, system.size() - 2) + "<end_of_turn>\n";
     if (add_generation_prompt) out += "<start_of_turn>model\n";
   } else {
     // <|begin_of_text|> is the BOS token, added by the tokenizer (add_bos_token), not here.

@@ -112,6 +112,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       inv_freq[i] =
           static_cast<float>(std::pow(double{rope.base}, -2.0 * double(i) / c.rot_dim) / rope.linear_scale);
   }
+  TS_CHECK(!g.find_tensor("rope_factors_long.weight") && !g.find_tensor("rope_factors_short.weight"),
+           g.name(), ": LongRoPE scaling (rope_factors_long/short) is not supported");
   // Llama 3.1 style scaling ships per-frequency divisors (of the global RoPE).
   if (g.find_tensor("rope_freqs.weight")) {
     const std::vector<float> factors = vector_f32(g, "rope_freqs.weight", half);

@@ -66,6 +66,14 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.rope_layout = c.traits.rope_layout;
   c.qkv_bias = c.traits.qkv_bias;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Gemma 3 scales by query_pre_attn_scalar, which GGUF does not carry: head_dim but for 27B (its
+  // 62 layers), where it is n_embd / n_heads (llama.cpp's rule).
+  if (c.arch == "gemma3" && c.n_layers == 62)
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd) / static_cast<float>(c.n_heads));
+  // Phi-3's LongRoPE (Phi-3.5, the 128K Phi-3s, Phi-4-mini) scales its tables by attn_factor and
+  // per-frequency factors chosen by context length: not implemented, so refused rather than wrong.
+  TS_CHECK(!g.find(a + "rope.scaling.attn_factor"), g.name(),
+           ": LongRoPE scaling (rope.scaling.attn_factor, rope_factors_long/short) is not supported");
   if (c.traits.scaled_embedding) c.embedding_scale = std::sqrt(static_cast<float>(c.n_embd));
 
   // Sliding windows: the layers the architecture makes local, with their own RoPE (unscaled) if

@@ -258,8 +258,9 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
             {layer, pos, h, h / group, {&q_rows[i * d + h * hd], per_list * hd}, &cache, per_list},
             candidates, list);
         // A selector may add keys of its own (sinks, whole pages): none outside the window.
-        if (!candidates.empty() && c.layers[layer].window > 0)
-          std::erase_if(list, [&](uint32_t j) { return j < candidates.front(); });
+        const size_t window = c.layers[layer].window;
+        if (window > 0 && pos + 1 > window)
+          std::erase_if(list, [&](uint32_t j) { return j + window <= pos; });
         for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });

@@ -20,6 +20,11 @@ TEST(ChatTemplate, GemmaTurns) {
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(gemma.render({{"user", "Hi"}}, false), "<start_of_turn>user\nHi<end_of_turn>\n");
+  // A system message is never dropped: it opens the next turn whatever its role, or becomes one.
+  EXPECT_EQ(gemma.render({{"system", "Be brief."}, {"assistant", "Hello"}}, false),
+            "<start_of_turn>model\nBe brief.\n\nHello<end_of_turn>\n");
+  EXPECT_EQ(gemma.render({{"system", "Be brief."}}, true),
+            "<start_of_turn>user\nBe brief.<end_of_turn>\n<start_of_turn>model\n");
 }
 
 // Gemma 3 GGUFs may carry no template (the 270M one does not): their format is known.
