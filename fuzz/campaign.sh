@@ -2,7 +2,7 @@
 # A long fuzzing campaign: every target until it has run $1 executions (default 10 million), one
 # target at a time (the machine has 2 cores), corpora kept in fuzz/corpus-*/ between campaigns.
 # Prints per target: executions, seconds, corpus entries, coverage (libFuzzer's cov/ft) and findings;
-# docs/reliability.md records the campaigns. Needs the build of fuzz/run_all.sh (build-fuzz/).
+# docs/reliability.md records the campaigns. Needs the build of fuzz/build.sh ($TS_FUZZ_BUILD or build-fuzz/).
 # Usage: fuzz/campaign.sh [executions] [target ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +10,9 @@ runs=${1:-10000000}
 shift || true
 export TS_FUZZ_MODEL=${TS_FUZZ_MODEL:-$PWD/../shared/models/stories260K.gguf}
 export TS_FUZZ_GPT2_MODEL=${TS_FUZZ_GPT2_MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+dir=${TS_FUZZ_BUILD:-build-fuzz}
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=($(cd build-fuzz/bin && ls fuzz_*))
+[ ${#targets[@]} -eq 0 ] && targets=($(cd "$dir"/bin && ls fuzz_*))
 printf "| target | executions | seconds | exec/s | corpus | cov | ft | findings |\n|---|---|---|---|---|---|---|---|\n"
 for name in "${targets[@]}"; do
   corpus=fuzz/corpus-${name#fuzz_}
@@ -24,7 +25,7 @@ for name in "${targets[@]}"; do
   log=$(mktemp)
   start=$(date +%s)
   status=0
-  build-fuzz/bin/"$name" "$corpus" -runs="$runs" -rss_limit_mb=2048 -max_len=$max_len -print_final_stats=1 \
+  "$dir"/bin/"$name" "$corpus" -runs="$runs" -rss_limit_mb=2048 -max_len=$max_len -print_final_stats=1 \
       -artifact_prefix="$corpus/" >"$log" 2>&1 || status=$?
   secs=$(( $(date +%s) - start ))
   execs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")

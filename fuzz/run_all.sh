@@ -1,24 +1,19 @@
 #!/usr/bin/env bash
-# Builds every libFuzzer target with clang and runs each for a bounded time (seconds = $1, default 30).
+# Builds every libFuzzer target (fuzz/build.sh, into $TS_FUZZ_BUILD or build-fuzz/) and runs each for a
+# bounded time (seconds = $1, default 30).
 # Seeds: the real model files, so the fuzzer starts from valid GGUF/text and mutates from there, and
 # fuzz/seeds/<target>/ (policy specs, request bodies, policy files).
 # Prints executions per target; exits non-zero if any target finds a crash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
-# The build's output is kept quiet unless it fails: then its errors are what CI must show.
-build_log=$(mktemp)
-if ! { cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-         -DTS_FUZZ=ON -DTS_TESTS=OFF && cmake --build build-fuzz -j "$(nproc)"; } >"$build_log" 2>&1; then
-  echo "fuzz build failed:"; grep -E -A8 'error:|FAILED' "$build_log" | head -n 80 || tail -n 40 "$build_log"
-  rm -f "$build_log"; exit 1
-fi
-rm -f "$build_log"
+dir=${TS_FUZZ_BUILD:-build-fuzz}
+bash fuzz/build.sh "$dir"
 export TS_FUZZ_MODEL=${TS_FUZZ_MODEL:-$PWD/../shared/models/stories260K.gguf}
 export TS_FUZZ_GPT2_MODEL=${TS_FUZZ_GPT2_MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -x fuzz/make_corpus.sh ] && bash fuzz/make_corpus.sh "$PWD/../shared" >/dev/null
 status=0
-for bin in build-fuzz/bin/fuzz_*; do
+for bin in "$dir"/bin/fuzz_*; do
   name=$(basename "$bin")
   corpus=fuzz/corpus-${name#fuzz_}
   mkdir -p "$corpus"

@@ -4,6 +4,16 @@
 
 #include <fstream>
 
+// ASan's shadow memory and redzones add resident bytes: GCC says so with __SANITIZE_ADDRESS__,
+// clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define TS_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TS_ADDRESS_SANITIZER 1
+#endif
+#endif
+
 namespace ts {
 
 // Bytes of this process resident in memory now (second field of /proc/self/statm, in pages).

@@ -164,7 +164,7 @@ TEST(KvQuantCache, ResidentMemoryFollowsTheWrittenPositions) {
   const size_t f16_capacity = layers * ctx * KvCache(1, 1, dim, head).full_token_bytes();
   // The per-position kinds and the window only; the capacity of the codes and ranges alone would
   // be 150 MB. ASan's shadow memory and redzones add resident bytes (about an eighth of those written).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TS_ADDRESS_SANITIZER)
   constexpr size_t kEmptyShare = 20;
   constexpr double kShadow = 0.125;
 #else
