@@ -109,7 +109,7 @@ void train_butler(const TrainOptions& o) {
   cfg.n_query_heads = mc.n_heads;
   cfg.imp_dim = o.imp_dim;
   cfg.inter = o.inter;
-  cfg.rope_base = mc.rope_base;
+  cfg.rope_base = mc.ropes[0].base;
   cfg.check();
 
   std::vector<std::vector<int32_t>> chunks = make_chunks(o.train, model->tokenizer(), o.seq);

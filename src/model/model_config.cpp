@@ -51,20 +51,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
            " is invalid for head dim ", c.head_dim);
   c.n_ctx_train = static_cast<uint32_t>(g.get_u64(a + "context_length", 2048));
   c.rms_eps = static_cast<float>(g.get_f64(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_base = static_cast<float>(g.get_f64(a + "rope.freq_base", 10000.0));
-  TS_CHECK(std::isfinite(c.rope_base) && c.rope_base > 1, g.name(), ": rope.freq_base ", c.rope_base,
+  RopeSpec global;
+  global.base = static_cast<float>(g.get_f64(a + "rope.freq_base", 10000.0));
+  TS_CHECK(std::isfinite(global.base) && global.base > 1, g.name(), ": rope.freq_base ", global.base,
            " must be above 1");
   const std::string scaling = g.get_string(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
-    c.rope_linear_scale = static_cast<float>(g.get_f64(a + "rope.scaling.factor", 1.0));
-    TS_CHECK(c.rope_linear_scale > 0, g.name(), ": rope.scaling.factor must be positive");
+    global.linear_scale = static_cast<float>(g.get_f64(a + "rope.scaling.factor", 1.0));
+    TS_CHECK(global.linear_scale > 0, g.name(), ": rope.scaling.factor must be positive");
   } else {
     // Llama 3.1 "llama3" scaling is carried by the rope_freqs.weight tensor, read with the weights.
     TS_CHECK(scaling == "none" || scaling == "llama3", g.name(), ": unsupported rope scaling '", scaling,
              "'");
   }
-  c.rope_layout = c.traits.rope_layout;
-  c.qkv_bias = c.traits.qkv_bias;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Gemma 3 scales by query_pre_attn_scalar, which GGUF does not carry: head_dim but for 27B (its
   // 62 layers), where it is n_embd / n_heads (llama.cpp's rule).
@@ -78,7 +77,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
 
   // Sliding windows: the layers the architecture makes local, with their own RoPE (unscaled) if
   // it has one.
-  c.ropes = {{c.rope_base, c.rope_linear_scale}};
+  c.ropes = {global};
   // 0: none (Phi-3 files without a window write 0).
   const uint64_t window_key = g.get_u64(a + "attention.sliding_window", 0);
   TS_CHECK(window_key <= (uint64_t{1} << 31), g.name(), ": attention.sliding_window ", window_key,

@@ -40,13 +40,11 @@ struct ModelConfig {
   uint32_t n_vocab = 0;
   uint32_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
-  float rope_base = 10000.0f;      // the file's rope.freq_base (ropes[0].base)
-  float rope_linear_scale = 1.0f;  // the file's linear rope scaling (ropes[0])
-  float attn_scale = 0.0f;         // scores are q . k * attn_scale (1 / sqrt(head_dim))
-  float embedding_scale = 1.0f;    // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
-  RopeLayout rope_layout = RopeLayout::Interleaved;
-  bool qkv_bias = false;
-  std::vector<RopeSpec> ropes;    // [0]: global layers; [1]: sliding-window layers when they differ
+  float attn_scale = 0.0f;       // scores are q . k * attn_scale (1 / sqrt(head_dim))
+  float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
+  // [0]: the file's rope.freq_base and linear scaling (global layers); [1]: sliding-window layers
+  // when their RoPE differs.
+  std::vector<RopeSpec> ropes;
   std::vector<LayerPlan> layers;  // n_layers entries
 
   // Validates shapes against each other; throws ts::Error naming the bad key.

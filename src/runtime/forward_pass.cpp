@@ -86,7 +86,7 @@ void ForwardPass::run(std::span<const SequenceStep> steps, const LogitsSink& on_
       if (c.embedding_scale != 1.0f)
         for (size_t j = 0; j < d; ++j) x_[row * d + j] *= c.embedding_scale;
       for (size_t r = 0; r < c.ropes.size(); ++r)
-        rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq(r).data(), c.rot_dim, c.rope_layout,
+        rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq(r).data(), c.rot_dim, c.traits.rope_layout,
                     &rope_cos_[r][row * c.rot_dim], &rope_sin_[r][row * c.rot_dim]);
     }
     if (s.policies()) s.policies()->begin_batch(s.pos0, s.n_tok);
@@ -253,7 +253,7 @@ void ForwardPass::project_kv(size_t layer) {
   } else {
     matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv.rows, x_kv.n, pool_, precision_);
   }
-  if (!c.qkv_bias) return;
+  if (!c.traits.qkv_bias) return;
   for (const Slice& s : slices_) {
     if (s.fused_qkv) add_bias(&q_[s.q0 * qd], L.bq, s.rows.kv.size());
     add_bias(&k_[s.kv0 * kv], L.bk, s.rows.kv.size());
@@ -277,7 +277,7 @@ void ForwardPass::project_late_queries(size_t layer) {
   for (Slice& s : slices_) {
     if (!s.late_q) continue;
     s.q0 += q_end;
-    if (c.qkv_bias) add_bias(&q_[s.q0 * qd], L.bq, s.rows.attn.size());
+    if (c.traits.qkv_bias) add_bias(&q_[s.q0 * qd], L.bq, s.rows.attn.size());
     position_rows(&q_[s.q0 * qd], s, s.rows.attn, layer, Heads::Queries);
   }
 }
@@ -325,7 +325,7 @@ void ForwardPass::position_row(float* x, size_t batch_row, size_t layer, Heads h
   for (size_t h = 0; h < n_heads; ++h) {
     float* head = x + h * c.head_dim;
     if (!norm.empty()) ops().rms_norm(head, norm.data(), head, c.head_dim, c.rms_eps);
-    ops().rope(head, cos_t, sin_t, c.rot_dim, c.rope_layout == RopeLayout::Neox);
+    ops().rope(head, cos_t, sin_t, c.rot_dim, c.traits.rope_layout == RopeLayout::Neox);
   }
 }
 

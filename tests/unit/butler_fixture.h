@@ -21,7 +21,7 @@ inline ButlerConfig small_butler_config(const Model& model) {
   c.n_query_heads = m.n_heads;
   c.imp_dim = 4;
   c.inter = 8;
-  c.rope_base = m.rope_base;
+  c.rope_base = m.ropes[0].base;
   return c;
 }
 
