@@ -143,18 +143,19 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
   }
   const size_t n_tiles = p.tile_first_row.size();
   p.tile_first_row.push_back(rows.size());
-  // The keys a tile attends together: before its aligned first position, or all of a lone row's.
-  const auto tile_keys = [&](size_t t) -> std::span<const uint32_t> {
+  // The keys a tile attends together: before its aligned first position, or all of a lone row's
+  // (looked up once per tile: on a windowed layer each lookup is a search of the held positions).
+  p.tile_keys.resize(n_tiles);
+  size_t n_keys_max = 0;
+  for (size_t t = 0; t < n_tiles; ++t) {
     const size_t first = p.tile_first_row[t];
-    if (!tiled) return keys_of(first);
     const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
-    return aligned == 0 ? std::span<const uint32_t>{} : cache.held(layer, aligned - 1);
-  };
+    p.tile_keys[t] = !tiled        ? keys_of(first)
+                     : aligned > 0 ? cache.held(layer, aligned - 1)
+                                   : std::span<const uint32_t>{};
+    n_keys_max = std::max(n_keys_max, p.tile_keys[t].size());
+  }
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
-  // The last tile has the most keys, but for a window over a layer with holes.
-  size_t n_keys_max = tile_keys(n_tiles - 1).size();
-  if (c.layers[layer].window > 0)
-    for (size_t t = 0; t + 1 < n_tiles; ++t) n_keys_max = std::max(n_keys_max, tile_keys(t).size());
   const size_t streams = n_tiles * c.n_kv_heads;
   const KeyChunks plan = plan_key_chunks(p, streams, n_keys_max, tile_queries, tails);
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
@@ -167,7 +168,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
           const size_t stream = balanced(task / n_chunks, streams), ci = task % n_chunks;
           const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = p.tile_first_row[t];
           const size_t n_rows = p.tile_first_row[t + 1] - i0, n_q = n_rows * group;
-          const std::span<const uint32_t> keys = tile_keys(t);
+          const std::span<const uint32_t> keys = p.tile_keys[t];
           const size_t start = ci * chunk, slot = (stream * slots + ci) * tile_queries;
           float* m = &p.m[slot];
           float* l = &p.l[slot];
@@ -201,7 +202,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
           const size_t stream = t * c.n_kv_heads + kvh;
           const size_t first = stream * slots * tile_queries + (i - p.tile_first_row[t]) * group;
           if (tails) {  // keys after the tile's shared ones, up to this row's own position
-            const size_t from = tile_keys(t).size(), to = keys_of(i).size(),
+            const size_t from = p.tile_keys[t].size(), to = keys_of(i).size(),
                          at = first + n_chunks * tile_queries;
             if (to > from) {
               const size_t row = kvh * head_stride + from * hd;

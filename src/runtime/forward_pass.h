@@ -86,6 +86,7 @@ class ForwardPass {
   struct AttentionParts {
     std::vector<float> m, l, acc;  // per item: max score, softmax denominator, value sums
     std::vector<size_t> tile_first_row, row_tile;
+    std::vector<std::span<const uint32_t>> tile_keys;  // the keys each query tile attends together
   };
   // inline_only: every work item on the calling thread (the caller shares slices among threads).
   void attend(Slice& s, size_t layer, AttentionParts& parts, bool inline_only);
