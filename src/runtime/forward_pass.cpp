@@ -86,8 +86,8 @@ void ForwardPass::run(std::span<const SequenceStep> steps, const LogitsSink& on_
       if (c.embedding_scale != 1.0f)
         for (size_t j = 0; j < d; ++j) x_[row * d + j] *= c.embedding_scale;
       for (size_t r = 0; r < c.ropes.size(); ++r)
-        rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq(r).data(), c.rot_dim, c.traits.rope_layout,
-                    &rope_cos_[r][row * c.rot_dim], &rope_sin_[r][row * c.rot_dim]);
+        rope_tables(static_cast<float>(s.pos0 + t), model_.rope_inv_freq(r).data(), c.rot_dim,
+                    c.traits.rope_layout, &rope_cos_[r][row * c.rot_dim], &rope_sin_[r][row * c.rot_dim]);
     }
     if (s.policies()) s.policies()->begin_batch(s.pos0, s.n_tok);
     s.cache().begin_batch(s.pos0, s.n_tok);
