@@ -41,5 +41,6 @@ struct LoadedModel {
 void add_model(nb::module_& m);     // Model, reports (info, perplexity, evaluate)
 void add_session(nb::module_& m);   // Session, generation, logits, log-likelihood, decisions
 void add_policies(nb::module_& m);  // the policy registry
+void add_sweep(nb::module_& m);     // a sweep's cells, shards and table (for tokensieve.sweep)
 
 }  // namespace ts::python

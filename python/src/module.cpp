@@ -18,4 +18,5 @@ NB_MODULE(_tokensieve, m) {
   ts::python::add_model(m);
   ts::python::add_session(m);
   ts::python::add_policies(m);
+  ts::python::add_sweep(m);
 }

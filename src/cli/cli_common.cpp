@@ -39,10 +39,18 @@ void attach_policies(const ModelOptions& opts, const Model& model, Transformer& 
 nlohmann::json policy_sparsity(const Transformer& tf) {
   if (!tf.policies()) return nullptr;
   const StepCounts& c = tf.policies()->counts();
+  return sparsity_json(c);
+}
+
+nlohmann::json sparsity_json(const StepCounts& c) {
+  // The counts beside the fractions, so that the shards of a run add up to the whole run's.
   return {{"attention_fraction", c.fraction(c.attention)},
           {"ffn_fraction", c.fraction(c.ffn)},
           {"kv_fraction", c.fraction(c.kv_cached)},
-          {"token_layers", c.token_layers}};
+          {"token_layers", c.token_layers},
+          {"attention_token_layers", c.attention},
+          {"ffn_token_layers", c.ffn},
+          {"kv_token_layers", c.kv_cached}};
 }
 
 void print_sparsity(const nlohmann::json& sparsity) {
@@ -78,6 +86,22 @@ std::string default_data_dir() {
 void add_data_dir_option(CLI::App& cmd, std::string& dir) {
   dir = default_data_dir();
   cmd.add_option("--data-dir", dir, "evaluation data directory (default: $TS_DATA_DIR, else ../shared/data)");
+}
+
+void add_shard_option(CLI::App& cmd, Shard& shard, const std::string& what) {
+  cmd.add_option_function<std::string>(
+         "--shard",
+         [&shard](const std::string& text) {
+           try {
+             shard = parse_shard(text);
+           } catch (const Error& e) {
+             throw CLI::ValidationError("--shard", e.what());
+           }
+         },
+         "I/N: run only the I-th of N contiguous parts of the " + what +
+             " (0 <= I < N); the parts' "
+             "--samples files, concatenated in order, are the whole run's")
+      ->type_name("I/N");
 }
 
 size_t choose_ctx(const ModelOptions& opts, const Model& model, size_t default_ctx) {

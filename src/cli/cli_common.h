@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "eval/data_file.h"
+#include "eval/subset.h"
 #include "model/model.h"
 #include "runtime/transformer.h"
 
@@ -34,7 +35,11 @@ std::string held_kv_summary(const KvCache& cache, size_t n_layers);
 // Fractions of the (token, layer) pairs that ran attention, the FFN and wrote K/V under the
 // attached policies: an object for --json reports (null without policies), and as one stderr line.
 nlohmann::json policy_sparsity(const Transformer& tf);
+nlohmann::json sparsity_json(const StepCounts& counts);
 void print_sparsity(const nlohmann::json& sparsity);
+
+// --shard I/N: score only the I-th of N contiguous parts of the `what` (a distributed sweep's unit).
+void add_shard_option(CLI::App& cmd, Shard& shard, const std::string& what);
 
 // The evaluation data directory: $TS_DATA_DIR, else ../shared/data (relative to the working
 // directory, i.e. next to the repository when run from its root).

@@ -52,7 +52,7 @@ nlohmann::ordered_json eval_report(const Model& model, const EvalRequest& o,
     TS_CHECK(samples, o.samples_path, ": cannot create file");
   }
   for (auto& run : runs)
-    run->run(rt.transformer(), model.tokenizer(), samples.is_open() ? &samples : nullptr);
+    run->run(rt.transformer(), model.tokenizer(), o.shard, samples.is_open() ? &samples : nullptr);
   TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
   nlohmann::ordered_json j = nlohmann::ordered_json::object();  // tasks in the order given
   for (const auto& r : runs) j[r->name()] = r->metrics();
@@ -60,37 +60,41 @@ nlohmann::ordered_json eval_report(const Model& model, const EvalRequest& o,
   return j;
 }
 
+void add_eval_options(CLI::App& cmd, EvalRequest& r) {
+  add_model_options(cmd, r.model, true);
+  cmd.add_option("--task", r.tasks, "task(s), repeated or comma-separated")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::IsMember(eval_task_names()));
+  add_data_dir_option(cmd, r.selection.data_dir);
+  cmd.add_option("--limit", r.selection.limit,
+                 "run N examples per task: the first N, or a seeded sample with --seed");
+  cmd.add_option("--seed", r.seed,
+                 "with --limit: draw the N examples at random with this seed; also seeds the generated "
+                 "tasks (needle, kv_retrieval, coref; default 0)");
+  RetrievalGrid& grid = r.selection.grid;
+  cmd.add_option("--lengths", grid.lengths, "needle: prompt + answer lengths in tokens")
+      ->delimiter(',')
+      ->check(CLI::Range(64, 1 << 20));
+  cmd.add_option("--depths", grid.depths, "needle, kv_retrieval: where the answer sits, 0 (start) to 1 (end)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--kv-pairs", grid.kv_pairs, "kv_retrieval: key-value pairs in the JSON object")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 100000));
+  cmd.add_option("--per-cell", grid.per_cell, "needle, kv_retrieval: examples per grid cell")
+      ->check(CLI::Range(1, 100000));
+  cmd.add_option("--samples", r.samples_path,
+                 "write each example's requests and results to FILE (JSON Lines)");
+  add_shard_option(cmd, r.shard, "examples of each task");
+}
+
 void register_eval(CLI::App& app) {
   auto opts = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "zero-shot multiple choice (lm-evaluation-harness), long-context and synthetic retrieval tasks");
-  add_model_options(*cmd, opts->model, true);
-  cmd->add_option("--task", opts->tasks, "task(s), repeated or comma-separated")
-      ->required()
-      ->delimiter(',')
-      ->check(CLI::IsMember(eval_task_names()));
-  add_data_dir_option(*cmd, opts->selection.data_dir);
-  cmd->add_option("--limit", opts->selection.limit,
-                  "run N examples per task: the first N, or a seeded sample with --seed");
-  cmd->add_option("--seed", opts->seed,
-                  "with --limit: draw the N examples at random with this seed; also seeds the generated "
-                  "tasks (needle, kv_retrieval, coref; default 0)");
-  RetrievalGrid& grid = opts->selection.grid;
-  cmd->add_option("--lengths", grid.lengths, "needle: prompt + answer lengths in tokens")
-      ->delimiter(',')
-      ->check(CLI::Range(64, 1 << 20));
-  cmd->add_option("--depths", grid.depths,
-                  "needle, kv_retrieval: where the answer sits, 0 (start) to 1 (end)")
-      ->delimiter(',')
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--kv-pairs", grid.kv_pairs, "kv_retrieval: key-value pairs in the JSON object")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--per-cell", grid.per_cell, "needle, kv_retrieval: examples per grid cell")
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--samples", opts->samples_path,
-                  "write each example's requests and results to FILE (JSON Lines)");
+  add_eval_options(*cmd, *opts);
   cmd->add_flag("--json", opts->json,
                 R"(print one JSON object {"<task>": {metrics}}: multiple choice {"acc", "acc_norm", )"
                 R"("acc_stderr", "n"}, generation {"metric", "score", "stderr", "n"[, "cells"]}, )"

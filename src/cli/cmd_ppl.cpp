@@ -74,7 +74,9 @@ nlohmann::json ppl_report(const Model& model, const PplRequest& o, const PplCorp
     samples.open(o.samples_path);
     TS_CHECK(samples, o.samples_path, ": cannot create file");
   }
-  Progress progress("ppl", o.chunks ? std::min(o.chunks, all_windows) : all_windows);
+  const auto [first_window, end_window] =
+      o.shard.range(o.chunks ? std::min(o.chunks, all_windows) : all_windows);
+  Progress progress("ppl", end_window - first_window);
   const OnWindow on_window = [&](size_t done, const NllAccumulator& acc, std::span<const double> log_probs) {
     if (print_windows) {
       std::printf("[%zu]%.4f,", done, acc.ppl());
@@ -94,12 +96,13 @@ nlohmann::json ppl_report(const Model& model, const PplRequest& o, const PplCorp
                      .dump()
               << '\n';
     }
-    progress.update(done, cat("PPL ", acc.ppl()));
+    progress.update(done - first_window, cat("PPL ", acc.ppl()));
   };
   const PerplexityResult r =
-      protocol == "stride" ? perplexity_strided(rt.transformer(), tokens, n_ctx, stride, o.chunks, on_window)
-                           : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks,
-                                                tok.add_bos_default() ? tok.bos() : -1, on_window);
+      protocol == "stride"
+          ? perplexity_strided(rt.transformer(), tokens, n_ctx, stride, o.chunks, on_window, o.shard)
+          : perplexity_windows(rt.transformer(), tokens, n_ctx, o.chunks,
+                               tok.add_bos_default() ? tok.bos() : -1, on_window, o.shard);
   progress.finish();
   TS_CHECK(!samples.is_open() || samples.flush(), o.samples_path, ": write error");
   nlohmann::json j = {{"ppl", r.acc.ppl()},
@@ -118,23 +121,28 @@ nlohmann::json ppl_report(const Model& model, const PplRequest& o, const PplCorp
   return j;
 }
 
+void add_ppl_options(CLI::App& cmd, PplRequest& r) {
+  add_model_options(cmd, r.model, true);
+  CLI::Option* file = cmd.add_option("-f,--file", r.file, "text file");
+  cmd.add_option("--dataset", r.dataset, "wikitext2 | c4, read from --data-dir")
+      ->check(CLI::IsMember({"wikitext2", "c4"}))
+      ->excludes(file);
+  add_data_dir_option(cmd, r.data_dir);
+  cmd.add_option("--protocol", r.protocol, "llamacpp | stride (default: stride for c4, else llamacpp)")
+      ->check(CLI::IsMember({"llamacpp", "stride"}));
+  cmd.add_option("--stride", r.stride, "stride protocol: tokens between window starts (default: CTX)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--chunks,--limit", r.chunks, "score at most N windows (default: all)");
+  cmd.add_option("--samples", r.samples_path,
+                 "write each window's scored tokens' NLL as JSON Lines to FILE (for `tokensieve compare`)");
+  add_shard_option(cmd, r.shard, "windows");
+}
+
 void register_ppl(CLI::App& app) {
   auto opts = std::make_shared<PplOptions>();
   CLI::App* cmd = app.add_subcommand(
       "ppl", "perplexity of a text file or dataset (llama.cpp or sliding-window protocol)");
-  add_model_options(*cmd, opts->model, true);
-  CLI::Option* file = cmd->add_option("-f,--file", opts->file, "text file");
-  cmd->add_option("--dataset", opts->dataset, "wikitext2 | c4, read from --data-dir")
-      ->check(CLI::IsMember({"wikitext2", "c4"}))
-      ->excludes(file);
-  add_data_dir_option(*cmd, opts->data_dir);
-  cmd->add_option("--protocol", opts->protocol, "llamacpp | stride (default: stride for c4, else llamacpp)")
-      ->check(CLI::IsMember({"llamacpp", "stride"}));
-  cmd->add_option("--stride", opts->stride, "stride protocol: tokens between window starts (default: CTX)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--chunks,--limit", opts->chunks, "score at most N windows (default: all)");
-  cmd->add_option("--samples", opts->samples_path,
-                  "write each window's scored tokens' NLL as JSON Lines to FILE (for `tokensieve compare`)");
+  add_ppl_options(*cmd, *opts);
   cmd->add_flag("--json", opts->json, "print one JSON object on stdout");
   cmd->callback([opts] { ppl(*opts); });
 }

@@ -10,14 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cli/cli_common.h"
+#include "cli/sweep_cells.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "eval/data_file.h"
-#include "eval/sweep.h"
 
 extern char** environ;
 
@@ -34,13 +33,8 @@ struct SweepOptions {
   bool json = false;
 };
 
-struct CellRun {
-  nlohmann::json output;
-  double seconds = 0;
-};
-
 // Runs this executable with `args`, stdout captured, stderr to `log_path`.
-CellRun run_self(const std::vector<std::string>& args, const std::string& log_path) {
+CellResult run_self(const std::vector<std::string>& args, const std::string& log_path) {
   int out_pipe[2];
   TS_CHECK(pipe(out_pipe) == 0, "sweep: cannot create a pipe");
   posix_spawn_file_actions_t actions;
@@ -81,28 +75,8 @@ CellRun run_self(const std::vector<std::string>& args, const std::string& log_pa
   }
 }
 
-// The cached result of a cell, when its file exists and is for this command.
-std::optional<CellRun> cached(const std::string& path, const std::vector<std::string>& command) {
-  if (!fs::exists(path)) return std::nullopt;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(read_text_file(path));
-    if (j.at("command").get<std::vector<std::string>>() != command) return std::nullopt;
-    return CellRun{j.at("output"), j.at("seconds").get<double>()};
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;  // a file cut short by an interruption: run the cell again
-  }
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    TS_CHECK(f << text && f.flush(), tmp, ": write error");
-  }
-  fs::rename(tmp, path);  // whole or absent, whenever the sweep is interrupted
-}
-
 SweepSpec build_spec(const SweepOptions& o) {
+  // Completed once the flags' rows are in (a spec without settings gets its default row only then).
   SweepSpec spec =
       o.spec_path.empty()
           ? SweepSpec{}
@@ -142,56 +116,21 @@ void sweep(const SweepOptions& o) {
   std::error_code ec;
   fs::create_directories(cell_dir, ec);
   TS_CHECK(!ec, cell_dir.string(), ": cannot create directory (", ec.message(), ")");
-  std::vector<SweepRow> rows;
-  std::vector<std::string> samples;  // per row: its samples file, "" when the cell has none
-  size_t ran = 0;
+  size_t ran = 0, done = 0;
   Progress progress("sweep", cells.size());
   for (const SweepCell& cell : cells) {
     const std::vector<std::string> command = cell_command(spec, cell);
-    const std::string key = cell_key(command), path = (cell_dir / (key + ".json")).string();
-    const std::string samples_path = (cell_dir / (key + ".samples.jsonl")).string();
-    std::optional<CellRun> result = cached(path, command);
-    if (!result) {
+    const CellFiles files = cell_files(o.out_dir, command);
+    if (!cached_cell(files.result, command)) {
       std::vector<std::string> run = command;  // the key stays the command's: samples go beside it
-      run.insert(run.end(), {"--samples", samples_path});
-      result = run_self(run, (cell_dir / (key + ".log")).string());
-      write_file(
-          path,
-          nlohmann::json{{"command", command}, {"output", result->output}, {"seconds", result->seconds}}.dump(
-              1));
+      run.insert(run.end(), {"--samples", files.samples});
+      write_cell(files.result, command, run_self(run, files.log));
       ++ran;
     }
-    rows.push_back({&cell, cell_metric(cell.task, result->output), result->seconds,
-                    result->output.value("sparsity", nlohmann::json()), std::nullopt});
-    samples.push_back(fs::exists(samples_path) ? samples_path : "");  // none in cells cached before samples
-    progress.update(rows.size(), cat(spec.policies[cell.policy].label, " / ", cell.task));
+    progress.update(++done, cat(spec.policies[cell.policy].label, " / ", cell.task));
   }
   progress.finish();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::optional<size_t> base = baseline_row(spec, rows[i].cell->policy);
-    const auto unpaired = [&](const std::string& why) {  // the row stays unpaired, the table is written
-      std::fprintf(stderr, "warning: %s not paired with %s: %s\n",
-                   spec.policies[rows[i].cell->policy].label.c_str(), spec.policies[*base].label.c_str(),
-                   why.c_str());
-    };
-    for (size_t j = 0; base && j < rows.size(); ++j) {
-      const SweepCell& c = *rows[j].cell;
-      if (c.policy != *base || c.setting != rows[i].cell->setting || c.task != rows[i].cell->task) continue;
-      if (samples[i].empty() || samples[j].empty()) {
-        unpaired(
-            "a cell without samples (cached before cells kept them; delete its cells/*.json to run it "
-            "again)");
-        continue;
-      }
-      try {
-        rows[i].paired = compare_samples(samples[j], samples[i], {}).back();
-      } catch (const Error& e) {  // a pair that does not match (other windows)
-        unpaired(e.what());
-      }
-    }
-  }
-  const std::string csv = (fs::path(o.out_dir) / "sweep.csv").string();
-  write_file(csv, sweep_csv(spec, rows));
+  const std::string csv = write_sweep_table(spec, o.out_dir);
   if (o.json) {
     std::printf(
         "%s\n",

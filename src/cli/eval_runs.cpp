@@ -27,10 +27,6 @@ std::vector<T> select(std::vector<T> all, const TaskSelection& sel, std::vector<
   return out;
 }
 
-void write_sample(std::ofstream* samples, const nlohmann::ordered_json& record) {
-  if (samples) *samples << record.dump() << '\n';
-}
-
 // Log-likelihood multiple choice (lm-evaluation-harness's PIQA, ARC, HellaSwag, ...).
 class McRun : public TaskRun {
  public:
@@ -53,51 +49,44 @@ class McRun : public TaskRun {
     return longest;
   }
 
-  void run(Transformer& tf, const Tokenizer&, std::ofstream* samples) override {
-    LoglikelihoodScorer scorer(tf);
-    McAccumulator acc;
-    Progress progress(name_, examples_.size());
-    for (size_t e = 0; e < examples_.size(); ++e) {
-      std::vector<double> lls;
-      for (const TokenizedPair& pair : requests_[e]) lls.push_back(scorer.score(pair).log_prob);
-      const McOutcome outcome = judge(examples_[e], lls);
-      acc.add(outcome);
-      if (samples) {
-        nlohmann::json requests = nlohmann::json::array();
-        for (const McChoice& c : examples_[e].choices) requests.push_back({c.context, c.continuation});
-        write_sample(samples, {{"task", name_},
-                               {"doc_id", indices_[e]},
-                               {"requests", requests},
-                               {"lls", lls},
-                               {"gold", examples_[e].gold},
-                               {"acc", outcome.correct},
-                               {"acc_norm", outcome.correct_norm}});
-      }
-      progress.update(e + 1, cat("acc ", acc.metrics().acc));
-    }
-    progress.finish();
-    metrics_ = acc.metrics();
+  nlohmann::ordered_json score(Transformer& tf, const Tokenizer&, size_t e) override {
+    LoglikelihoodScorer scorer(tf);  // per example: its choices share their context's prefill
+    std::vector<double> lls;
+    for (const TokenizedPair& pair : requests_[e]) lls.push_back(scorer.score(pair).log_prob);
+    const McOutcome outcome = judge(examples_[e], lls);
+    nlohmann::json requests = nlohmann::json::array();
+    for (const McChoice& c : examples_[e].choices) requests.push_back({c.context, c.continuation});
+    return {{"task", name_},
+            {"doc_id", indices_[e]},
+            {"requests", requests},
+            {"lls", lls},
+            {"gold", examples_[e].gold},
+            {"acc", outcome.correct},
+            {"acc_norm", outcome.correct_norm}};
   }
 
+  void add_record(const nlohmann::ordered_json& record) override {
+    acc_.add({record.at("acc").get<bool>(), record.at("acc_norm").get<bool>()});
+  }
+  std::string running_score() const override { return cat("acc ", acc_.metrics().acc); }
+
   nlohmann::ordered_json metrics() const override {
-    return {{"acc", metrics_.acc},
-            {"acc_norm", metrics_.acc_norm},
-            {"acc_stderr", metrics_.acc_stderr},
-            {"n", metrics_.n}};
+    const McMetrics m = acc_.metrics();
+    return {{"acc", m.acc}, {"acc_norm", m.acc_norm}, {"acc_stderr", m.acc_stderr}, {"n", m.n}};
   }
   std::string summary() const override {
+    const McMetrics m = acc_.metrics();
     char buf[96];
-    std::snprintf(buf, sizeof buf, "acc %.4f +/- %.4f  acc_norm %.4f", metrics_.acc, metrics_.acc_stderr,
-                  metrics_.acc_norm);
+    std::snprintf(buf, sizeof buf, "acc %.4f +/- %.4f  acc_norm %.4f", m.acc, m.acc_stderr, m.acc_norm);
     return buf;
   }
-  size_t n() const override { return examples_.size(); }
+  size_t size() const override { return examples_.size(); }
 
  private:
   std::vector<size_t> indices_;
   std::vector<McExample> examples_;
   std::vector<std::vector<TokenizedPair>> requests_;  // [example][choice]
-  McMetrics metrics_;
+  McAccumulator acc_;
 };
 
 // Greedy generation scored against references (multi_news, needle, kv_retrieval).
@@ -131,30 +120,32 @@ class GenRun : public TaskRun {
     return std::min(longest, n_ctx);
   }
 
-  void run(Transformer& tf, const Tokenizer& tok, std::ofstream* samples) override {
-    Progress progress(name_, examples_.size());
-    for (size_t e = 0; e < examples_.size(); ++e) {
-      const GenRecord r = run_gen_example(tf, tok, examples_[e]);
-      total_.add(r.score);
-      cells_[examples_[e].cell.dump()].add(r.score);
-      write_sample(samples, {{"task", name_},
-                             {"doc_id", indices_[e]},
-                             {"cell", examples_[e].cell},
-                             {"prompt_tokens", r.prompt_tokens},
-                             {"output", r.output},
-                             {"answers", examples_[e].answers},
-                             {"score", r.score}});
-      progress.update(e + 1, cat(metric_name(), " ", total_.mean()));
-    }
-    progress.finish();
+  nlohmann::ordered_json score(Transformer& tf, const Tokenizer& tok, size_t e) override {
+    const GenRecord r = run_gen_example(tf, tok, examples_[e]);
+    return {{"task", name_},
+            {"doc_id", indices_[e]},
+            {"cell", examples_[e].cell},
+            {"prompt_tokens", r.prompt_tokens},
+            {"output", r.output},
+            {"answers", examples_[e].answers},
+            {"score", r.score}};
   }
+
+  void add_record(const nlohmann::ordered_json& record) override {
+    const double score = record.at("score").get<double>();
+    total_.add(score);
+    // Keyed by the cell's text with its keys sorted, as the example's own cell prints.
+    const nlohmann::json cell = record.at("cell");
+    if (!cell.is_null()) cells_[cell.dump()].add(score);
+  }
+  std::string running_score() const override { return cat(metric_name(), " ", total_.mean()); }
 
   nlohmann::ordered_json metrics() const override {
     nlohmann::ordered_json j = {{"metric", metric_name()},
                                 {"score", total_.mean()},
                                 {"stderr", total_.stderr_of_mean()},
                                 {"n", total_.n()}};
-    if (!examples_.empty() && !examples_[0].cell.is_null()) {
+    if (!cells_.empty()) {
       nlohmann::ordered_json cells = nlohmann::ordered_json::array();
       for (const auto& [key, acc] : cells_) {
         nlohmann::ordered_json c = nlohmann::ordered_json::parse(key);
@@ -171,11 +162,11 @@ class GenRun : public TaskRun {
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s %.4f +/- %.4f", metric_name(), total_.mean(), total_.stderr_of_mean());
     std::string s = buf;
-    if (!examples_.empty() && !examples_[0].cell.is_null())
+    if (!cells_.empty())
       for (const auto& [key, acc] : cells_) s += cat("\n    ", key, ": ", acc.mean(), " (n ", acc.n(), ")");
     return s;
   }
-  size_t n() const override { return examples_.size(); }
+  size_t size() const override { return examples_.size(); }
 
  private:
   const char* metric_name() const {
@@ -187,7 +178,8 @@ class GenRun : public TaskRun {
   std::vector<size_t> indices_;
   std::vector<GenExample> examples_;
   MeanAccumulator total_;
-  std::map<std::string, MeanAccumulator> cells_;  // by the cell's JSON text, in sorted order
+  std::map<std::string, MeanAccumulator>
+      cells_;  // by the cell's JSON text, in sorted order; none without cells
 };
 
 // TokenButler's synthetic co-reference task, teacher-forced.
@@ -206,22 +198,21 @@ class CorefRun : public TaskRun {
     return longest;
   }
 
-  void run(Transformer& tf, const Tokenizer& tok, std::ofstream* samples) override {
-    Progress progress(name_, examples_.size());
-    for (size_t e = 0; e < examples_.size(); ++e) {
-      const CorefRecord r = run_coref_example(tf, tok, examples_[e]);
-      acc_.add(r.correct ? 1.0 : 0.0);
-      coverage_.add(r.coverage);
-      write_sample(samples, {{"task", name_},
-                             {"doc_id", indices_[e]},
-                             {"text", examples_[e].context + " " + examples_[e].location},
-                             {"location_tokens", r.tokens},
-                             {"acc", r.correct},
-                             {"coverage", r.coverage}});
-      progress.update(e + 1, cat("acc ", acc_.mean()));
-    }
-    progress.finish();
+  nlohmann::ordered_json score(Transformer& tf, const Tokenizer& tok, size_t e) override {
+    const CorefRecord r = run_coref_example(tf, tok, examples_[e]);
+    return {{"task", name_},
+            {"doc_id", indices_[e]},
+            {"text", examples_[e].context + " " + examples_[e].location},
+            {"location_tokens", r.tokens},
+            {"acc", r.correct},
+            {"coverage", r.coverage}};
   }
+
+  void add_record(const nlohmann::ordered_json& record) override {
+    acc_.add(record.at("acc").get<bool>() ? 1.0 : 0.0);
+    coverage_.add(record.at("coverage").get<double>());
+  }
+  std::string running_score() const override { return cat("acc ", acc_.mean()); }
 
   nlohmann::ordered_json metrics() const override {
     return {{"acc", acc_.mean()},
@@ -235,7 +226,7 @@ class CorefRun : public TaskRun {
                   coverage_.mean());
     return buf;
   }
-  size_t n() const override { return examples_.size(); }
+  size_t size() const override { return examples_.size(); }
 
  private:
   std::vector<size_t> indices_;
@@ -246,6 +237,18 @@ class CorefRun : public TaskRun {
 const std::vector<std::string> kGenerationTasks = {"multi_news", "needle", "kv_retrieval", "coref"};
 
 }  // namespace
+
+void TaskRun::run(Transformer& tf, const Tokenizer& tok, const Shard& shard, std::ofstream* samples) {
+  const auto [begin, end] = shard.range(size());
+  Progress progress(name_, end - begin);
+  for (size_t e = begin; e < end; ++e) {
+    const nlohmann::ordered_json record = score(tf, tok, e);
+    if (samples) *samples << record.dump() << '\n';
+    tally(record);
+    progress.update(e + 1 - begin, running_score());
+  }
+  progress.finish();
+}
 
 std::vector<std::string> eval_task_names() {
   std::vector<std::string> names;

@@ -22,8 +22,11 @@ struct PplRequest {
   std::string file, dataset, data_dir, protocol;  // protocol "" = the dataset's default
   size_t stride = 0;                              // 0 = CTX
   size_t chunks = 0;                              // 0 = all
+  Shard shard;                                    // the part of the windows scored
   std::string samples_path;                       // per-window records as JSON Lines; "" = none
 };
+// The flags of `ppl` into a request (the subcommand and a sweep cell's command parse the same).
+void add_ppl_options(CLI::App& cmd, PplRequest& r);
 // Checks the request's flag combinations (CLI::ParseError: a usage error) and names its protocol.
 std::string ppl_protocol(const PplRequest& r);
 // Perplexity of `corpus` under the request; print_windows: the running "[i]ppl," line on stdout.
@@ -35,8 +38,11 @@ struct EvalRequest {
   std::vector<std::string> tasks;
   TaskSelection selection;
   std::optional<uint64_t> seed;
+  Shard shard;               // the part of each task's examples run
   std::string samples_path;  // per-example records as JSON Lines; "" = none
 };
+// The flags of `eval` into a request.
+void add_eval_options(CLI::App& cmd, EvalRequest& r);
 // The tasks' data read and checked (before a model is needed).
 std::vector<std::unique_ptr<TaskRun>> load_eval_tasks(EvalRequest& r);
 // Runs the loaded tasks: {"<task>": metrics, ..., "sparsity": ...} as `eval --json` prints it.

@@ -22,16 +22,19 @@ double NllAccumulator::ppl_stderr() const {
 }
 
 PerplexityResult perplexity_windows(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
-                                    size_t max_chunks, int32_t bos, const OnWindow& on_chunk) {
+                                    size_t max_chunks, int32_t bos, const OnWindow& on_chunk,
+                                    const Shard& shard) {
   TS_CHECK(n_ctx >= 8, "the perplexity window must be at least 8 tokens");
   TS_CHECK(n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " exceeds the context ", tf.n_ctx());
+  size_t windows = tokens.size() / n_ctx;
+  TS_CHECK(windows > 0, tokens.size(), " tokens is fewer than one window of ", n_ctx, " (lower -c)");
+  if (max_chunks) windows = std::min(windows, max_chunks);
+  const auto [first, end] = shard.range(windows);
   PerplexityResult r;
-  r.chunks = tokens.size() / n_ctx;
-  TS_CHECK(r.chunks > 0, tokens.size(), " tokens is fewer than one window of ", n_ctx, " (lower -c)");
-  if (max_chunks) r.chunks = std::min(r.chunks, max_chunks);
+  r.chunks = end - first;
   std::vector<int32_t> window(n_ctx);
   std::vector<double> log_probs;
-  for (size_t c = 0; c < r.chunks; ++c) {
+  for (size_t c = first; c < end; ++c) {
     std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(c * n_ctx), n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
     log_probs.clear();
@@ -50,17 +53,21 @@ size_t strided_window_count(size_t n_tokens, size_t n_ctx, size_t stride) {
 }
 
 PerplexityResult perplexity_strided(Transformer& tf, const std::vector<int32_t>& tokens, size_t n_ctx,
-                                    size_t stride, size_t max_windows, const OnWindow& on_window) {
+                                    size_t stride, size_t max_windows, const OnWindow& on_window,
+                                    const Shard& shard) {
   TS_CHECK(n_ctx >= 2 && n_ctx <= tf.n_ctx(), "the perplexity window ", n_ctx, " must be in [2, ", tf.n_ctx(),
            "]");
   TS_CHECK(stride >= 1 && stride <= n_ctx, "the stride ", stride, " must be in [1, ", n_ctx, "]");
   TS_CHECK(tokens.size() >= 2, "the text is ", tokens.size(), " tokens, too short to score");
+  size_t windows = strided_window_count(tokens.size(), n_ctx, stride);
+  if (max_windows) windows = std::min(windows, max_windows);
+  const auto [first, end] = shard.range(windows);
   PerplexityResult r;
-  r.chunks = strided_window_count(tokens.size(), n_ctx, stride);
-  if (max_windows) r.chunks = std::min(r.chunks, max_windows);
-  size_t scored_end = 0;  // tokens before this were scored by an earlier window
+  r.chunks = end - first;
+  // Tokens before this were scored by an earlier window (the previous one's end).
+  size_t scored_end = first ? std::min((first - 1) * stride + n_ctx, tokens.size()) : 0;
   std::vector<double> log_probs;
-  for (size_t w = 0; w < r.chunks; ++w) {
+  for (size_t w = first; w < end; ++w) {
     const size_t begin = w * stride, end = std::min(begin + n_ctx, tokens.size());
     const std::span<const int32_t> window(tokens.data() + begin, end - begin);
     log_probs.clear();
