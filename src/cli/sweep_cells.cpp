@@ -81,7 +81,8 @@ nlohmann::json merge_ppl(const std::vector<nlohmann::json>& outputs,
   for (const std::string& path : samples_paths)
     for (std::string& line : record_lines(path)) {
       // Each window's tokens in order, as the whole run adds them (nll = -log p exactly).
-      for (const nlohmann::json& nll : nlohmann::json::parse(line).at("nll")) acc.add(-nll.get<double>());
+      const nlohmann::json record = nlohmann::json::parse(line);
+      for (const nlohmann::json& nll : record.at("nll")) acc.add(-nll.get<double>());
       lines.push_back(std::move(line));
     }
   for (const nlohmann::json& o : outputs) chunks += o.at("chunks").get<size_t>();
