@@ -145,8 +145,11 @@ def run(spec: str, out_dir: str, ray_address: str, shards: int = 4, workers: int
     ran_shards = 0
     if pending:
         if not ray.is_initialized():
-            ray.init(address=None if ray_address == "local" else ray_address, log_to_driver=False,
-                     include_dashboard=False)
+            try:
+                ray.init(address=None if ray_address == "local" else ray_address, log_to_driver=False,
+                         include_dashboard=False)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise _ext.Error(f"cannot start or reach Ray at {ray_address}: {one_line(e)}") from None
         n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         worker_class = ray.remote(num_cpus=threads, max_restarts=retries, max_task_retries=retries)(EngineWorker)
         files = manifest(plan)

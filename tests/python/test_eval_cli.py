@@ -174,3 +174,38 @@ def test_eval_long_context_bad_data(ts_bin, stories, tmp_path):
     err = one_error_line(run(ts_bin, "eval", "--task", "needle", "-m", stories, "--data-dir", str(FIXTURES),
                              "--lengths", "4096"))
     assert "does not fit the context" in err
+
+
+@pytest.mark.runtime(3)
+def test_shards_concatenated_are_the_whole_run(ts_bin, stories, tmp_path):
+    """--shard I/N: each shard's records, concatenated in shard order (per task), are the whole run's, bit for
+    bit, and its counts add up to the whole run's (what tokensieve.sweep merges on a cluster)."""
+    if not (DATA / "wikitext2").is_dir():
+        pytest.skip(f"no evaluation data in {DATA}")
+    commands = {"eval": ["eval", "-m", stories, "--task", "coref,kv_retrieval", "--kv-pairs", "3", "--per-cell", "2",
+                         "--limit", "5", "--policy", "h2o:keep=0.5", "-t", "1"],
+                "ppl": ["ppl", "-m", stories, "--dataset", "wikitext2", "--data-dir", str(DATA), "-c", "64",
+                        "--protocol", "stride", "--stride", "24", "--limit", "7", "-t", "1"]}
+    for name, command in commands.items():
+        whole = run(ts_bin, *command, "--json", "--samples", str(tmp_path / "whole.jsonl"))
+        assert whole.returncode == 0, whole.stderr
+        records, outputs = [], []
+        for i in range(3):
+            part = run(ts_bin, *command, "--json", "--shard", f"{i}/3", "--samples", str(tmp_path / f"{i}.jsonl"))
+            assert part.returncode == 0, part.stderr
+            outputs.append(json.loads(part.stdout))
+            records += [json.loads(line) for line in (tmp_path / f"{i}.jsonl").read_text().splitlines()]
+        expected = [json.loads(line) for line in (tmp_path / "whole.jsonl").read_text().splitlines()]
+        if name == "eval":  # each shard writes its part of each task in turn: the whole run, task by task
+            records.sort(key=lambda r: ["coref", "kv_retrieval"].index(r["task"]))
+            assert sum(o["coref"]["n"] for o in outputs) == 5
+            total = json.loads(whole.stdout)["sparsity"]
+            for key in ("token_layers", "attention_token_layers", "kv_token_layers"):
+                assert sum(o["sparsity"][key] for o in outputs) == total[key]
+        else:
+            assert sum(o["chunks"] for o in outputs) == json.loads(whole.stdout)["chunks"] == 7
+            assert [r["window"] for r in records] == list(range(7))
+        assert records == expected and len(expected) > 3
+    for bad in ("3/3", "1", "a/2"):
+        res = run(ts_bin, *commands["ppl"], "--shard", bad)
+        assert res.returncode == 2 and "--shard" in res.stderr

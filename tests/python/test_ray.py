@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -165,11 +166,14 @@ def test_serve_deployment_answers_like_tokensieve_serve(cluster, ts_bin):
     from tokensieve.serve_ray import deployment
 
     model = find_model("SmolLM2-135M-Instruct.Q4_1.gguf")
-    serve.start(http_options={"host": "127.0.0.1", "port": 8931})
+    with socket.socket() as s:  # a free port for Ray Serve's HTTP proxy
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(deployment(str(model), ["-t", "1", "-c", "512"], binary=str(ts_bin), replicas=2),
                   name="tokensieve", route_prefix="/")
-        replicated = OpenAI(base_url="http://127.0.0.1:8931/v1", api_key="none", max_retries=0)
+        replicated = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
         with Server(ts_bin, model, "-c", "512") as single:
             direct = OpenAI(base_url=single.url + "/v1", api_key="none", max_retries=0)
             for client_kwargs in ({}, {"extra_body": {"policy": "h2o:keep=0.5"}}):

@@ -69,6 +69,24 @@ TEST(EvalSubset, FirstNOrSeededSample) {
   EXPECT_NE(a, select_examples(1000, 20, std::nullopt));
 }
 
+TEST(EvalSubset, ShardsTakeEveryItemOnceInOrder) {
+  for (const size_t n : {0u, 1u, 5u, 7u, 1000u})
+    for (const size_t count : {1u, 2u, 3u, 8u}) {
+      size_t next = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const auto [begin, end] = Shard{i, count}.range(n);
+        EXPECT_EQ(begin, next) << n << " items, shard " << i << "/" << count;
+        EXPECT_LE(end - begin, n / count + 1);  // balanced: sizes differ by at most one
+        next = end;
+      }
+      EXPECT_EQ(next, n);
+    }
+  EXPECT_EQ(parse_shard("2/5").index, 2u);
+  EXPECT_EQ(parse_shard("2/5").count, 5u);
+  for (const char* bad : {"", "1", "5/5", "-1/4", "1/0", "a/b", "1/4x", "1//4", "1234567890/9999999999"})
+    EXPECT_THROW(parse_shard(bad), Error) << bad;
+}
+
 TEST(EvalPplCorpus, C4JoinsDocumentsWithSpacesAndCapsWindows) {
   const PplCorpus c4 = load_ppl_corpus("c4", source_path("tests/fixtures/eval"));
   EXPECT_EQ(c4.text, "First document.\nIt has two lines. Second document. Third.");

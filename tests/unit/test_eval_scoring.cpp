@@ -205,6 +205,30 @@ TEST_F(EvalScoring, DisjointStrideIsGptqAndMaxWindowsCaps) {
   EXPECT_NEAR(r.acc.nll, nll, 1e-3);
 }
 
+// Shards of the windows score what the whole run scores, window for window, bit for bit: overlapping
+// strided windows (each shard finds where the window before its first ended) and llama.cpp's.
+TEST_F(EvalScoring, WindowShardsAddUpToTheWholeRun) {
+  const auto tokens = random_tokens(150, 9);
+  ThreadPool pool(1);
+  Transformer tf(*model_, pool, 32);
+  using Windows = std::vector<std::pair<size_t, std::vector<double>>>;
+  const auto run = [&](bool strided, const Shard& shard, Windows* windows) {
+    const OnWindow record = [&](size_t done, const NllAccumulator&, std::span<const double> lps) {
+      windows->push_back({done, std::vector<double>(lps.begin(), lps.end())});
+    };
+    return strided ? perplexity_strided(tf, tokens, 32, 12, 0, record, shard)
+                   : perplexity_windows(tf, tokens, 32, 0, tok().bos(), record, shard);
+  };
+  for (const bool strided : {true, false}) {
+    Windows whole, parts;
+    const PerplexityResult all = run(strided, {}, &whole);
+    size_t chunks = 0;
+    for (size_t i = 0; i < 3; ++i) chunks += run(strided, {i, 3}, &parts).chunks;
+    EXPECT_EQ(chunks, all.chunks);
+    EXPECT_EQ(parts, whole) << (strided ? "strided" : "llamacpp");
+  }
+}
+
 TEST_F(EvalScoring, LlamaCppWindowsScoreTheSecondHalf) {
   const auto tokens = random_tokens(64, 8);
   ThreadPool pool(1);
