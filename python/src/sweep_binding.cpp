@@ -23,7 +23,11 @@ nb::list sweep_plan(const std::string& spec_path) {
     d["policy"] = spec.policies[cell.policy].label;
     d["setting"] = spec.settings[cell.setting].label;
     d["task"] = cell.task;
-    d["model"] = cli::cell_model_path(cli::parse_cell_command(command));
+    const cli::CellRequest request = cli::parse_cell_command(command);
+    d["model"] = cli::cell_model_path(request);
+    const cli::CellInputs inputs = cli::cell_inputs(request);
+    d["files"] = inputs.files;
+    d["data_dir"] = inputs.data_dir;
     cells.append(d);
   }
   return cells;
@@ -58,13 +62,6 @@ std::string finish_cell(const std::string& out_dir, const std::vector<std::strin
 
 void add_sweep(nb::module_& m) {
   m.def("sweep_plan", &sweep_plan, nb::arg("spec_path"));
-  m.def(
-      "cell_files",
-      [](const std::string& out_dir, const std::vector<std::string>& command) {
-        const cli::CellFiles f = cli::cell_files(out_dir, command);
-        return std::make_tuple(f.result, f.samples, f.log);
-      },
-      nb::arg("out_dir"), nb::arg("command"));
   m.def(
       "cell_cached",
       [](const std::string& out_dir, const std::vector<std::string>& command) {

@@ -13,22 +13,26 @@ request to, not the deployment. Arguments after `--` go to every replica's `toke
 `tokensieve` on PATH, else build/bin/tokensieve.
 """
 import argparse
-import ctypes
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import Optional
 
-import aiohttp
-from fastapi import FastAPI, Request
-from ray import serve
-from starlette.background import BackgroundTask
-from starlette.responses import StreamingResponse
+try:
+    import aiohttp
+    from fastapi import FastAPI, Request
+    from ray import serve
+    from starlette.background import BackgroundTask
+    from starlette.responses import StreamingResponse
+except ImportError as e:
+    if __name__ == "__main__":
+        sys.exit(f"error: python -m tokensieve.serve_ray needs Ray Serve: pip install 'ray[serve]' ({e})")
+    raise
 
 app = FastAPI()
 
@@ -36,9 +40,13 @@ app = FastAPI()
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
 
-def _die_with_parent() -> None:
-    """In the engine's child process: SIGTERM when the thread that started it ends (the replica died)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Started in front of the engine: asks the kernel for SIGTERM when the thread that started it ends (the
+# replica died; PR_SET_PDEATHSIG survives exec), then becomes the engine. A separate process, because
+# code run between fork and exec (preexec_fn) may deadlock in a process with threads, as a replica is.
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
+                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+                    "if os.getppid() != int(sys.argv[1]): sys.exit(1)  # the parent is already gone\n"
+                    "os.execv(sys.argv[2], sys.argv[2:])")
 
 
 def find_binary(given: Optional[str] = None) -> str:
@@ -52,15 +60,15 @@ class EngineProcess:
     """A `tokensieve serve` child on a free loopback port."""
 
     def __init__(self, binary: str, model: str, serve_args: list[str], cwd: str, timeout: float = 120):
-        cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", "0", *serve_args]
+        cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), binary, "serve", "-m", model, "--host",
+               "127.0.0.1", "--port", "0", *serve_args]
         started = threading.Event()
-
         failed: list = []
 
         def keep():  # this thread outlives nothing but the process: the engine dies with the replica
             try:
                 self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+                                             stderr=subprocess.PIPE, text=True)
             except OSError as e:
                 failed.append(e)
                 return
@@ -72,20 +80,27 @@ class EngineProcess:
         started.wait()
         if failed:
             raise failed[0]
-        deadline, lines = time.monotonic() + timeout, []
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:  # the engine exited before listening: its one-line error is the reason
-                raise RuntimeError(f"tokensieve serve exited: {''.join(lines[-3:]).strip() or 'no message'}")
-            lines.append(line)
-            m = re.search(r"listening on http://[^:]+:(\d+)", line)
-            if m:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                # Keep reading its log, so a full pipe never blocks the engine.
-                threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-                return
-        self.stop()
-        raise TimeoutError(f"tokensieve serve did not listen within {timeout} s")
+        lines: queue.Queue = queue.Queue()
+
+        def read_log():  # to the end, so a full pipe never blocks the engine; None: it closed
+            for line in self.proc.stderr:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read_log, daemon=True).start()
+        seen: list[str] = []
+        try:
+            while (line := lines.get(timeout=timeout)) is not None:
+                seen.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.url = f"http://127.0.0.1:{m.group(1)}"
+                    return
+        except queue.Empty:
+            self.stop()
+            raise TimeoutError(f"tokensieve serve did not listen within {timeout} s") from None
+        # The engine exited before listening: its one-line error is the reason.
+        raise RuntimeError(f"tokensieve serve exited: {''.join(seen[-3:]).strip() or 'no message'}")
 
     def stop(self, grace: float = 30) -> None:
         if self.proc.poll() is None:
@@ -123,9 +138,9 @@ class TokensieveReplica:
         self.engine.stop()
 
 
+# (No postponed annotations in this module: FastAPI reads the route's parameter types at run time.)
 def deployment(model: str, serve_args: Optional[list] = None, binary: Optional[str] = None, replicas: int = 1,
                autoscaling: Optional[dict] = None, cwd: Optional[str] = None):
-    # (No postponed annotations in this module: FastAPI reads the route's parameter types at run time.)
     """The bound application: `replicas` engines, or Ray Serve's autoscaling_config when given."""
     options = {"autoscaling_config": autoscaling} if autoscaling else {"num_replicas": replicas}
     model_path = os.path.abspath(model)
@@ -144,31 +159,46 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--ray", default="local", metavar="local|ADDRESS", help="'local' (default) or a cluster's address")
     p.add_argument("--host", default="127.0.0.1", help="address of Ray Serve's HTTP proxy")
     p.add_argument("--port", type=int, default=8000, help="port of Ray Serve's HTTP proxy")
-    p.add_argument("--replicas", type=int, default=1, help="replicas (without autoscaling)")
-    p.add_argument("--min-replicas", type=int, help="autoscaling: fewest replicas")
+    p.add_argument("--replicas", type=int, help="a fixed number of replicas (default 1)")
+    p.add_argument("--min-replicas", type=int, help="autoscaling: fewest replicas (0 allowed)")
     p.add_argument("--max-replicas", type=int, help="autoscaling: most replicas")
-    p.add_argument("--target-ongoing-requests", type=float, default=2.0,
+    p.add_argument("--target-ongoing-requests", type=float,
                    help="autoscaling: requests per replica Ray Serve aims for (default 2)")
     p.add_argument("--bin", help="the tokensieve binary (default: $TS_BIN, PATH, build/bin/tokensieve)")
     a = p.parse_args(argv)
-    if a.replicas < 1:
-        p.error("--replicas must be at least 1")
+    if not 1 <= a.port <= 65535:
+        p.error("--port must be in [1, 65535]")
     autoscaling = None
     if a.min_replicas is not None or a.max_replicas is not None:
-        lo, hi = a.min_replicas or 1, a.max_replicas or max(1, a.min_replicas or 1)
+        if a.replicas is not None:
+            p.error("--replicas is a fixed count: give it or --min-replicas/--max-replicas, not both")
+        lo = 1 if a.min_replicas is None else a.min_replicas
+        hi = max(lo, 1) if a.max_replicas is None else a.max_replicas
         if not 0 <= lo <= hi or hi < 1:
-            p.error("need 0 <= --min-replicas <= --max-replicas, --max-replicas >= 1")
-        autoscaling = {"min_replicas": lo, "max_replicas": hi, "target_ongoing_requests": a.target_ongoing_requests}
+            p.error("need 0 <= --min-replicas <= --max-replicas and --max-replicas >= 1")
+        target = 2.0 if a.target_ongoing_requests is None else a.target_ongoing_requests
+        if not target > 0:
+            p.error("--target-ongoing-requests must be above 0")
+        autoscaling = {"min_replicas": lo, "max_replicas": hi, "target_ongoing_requests": target}
+    elif a.target_ongoing_requests is not None:
+        p.error("--target-ongoing-requests needs --min-replicas or --max-replicas (autoscaling)")
+    if a.replicas is not None and a.replicas < 1:
+        p.error("--replicas must be at least 1")
     try:
-        application = deployment(a.model, serve_args, a.bin, a.replicas, autoscaling)
+        application = deployment(a.model, serve_args, a.bin, a.replicas or 1, autoscaling)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     import ray
 
-    ray.init(address=None if a.ray == "local" else a.ray, include_dashboard=False)
-    serve.start(http_options={"host": a.host, "port": a.port})
-    serve.run(application, name="tokensieve", route_prefix="/")
+    try:
+        ray.init(address=None if a.ray == "local" else a.ray, include_dashboard=False)
+        serve.start(http_options={"host": a.host, "port": a.port})
+        serve.run(application, name="tokensieve", route_prefix="/")
+    except Exception as e:  # Ray's own errors (no cluster, port taken, replicas failing) end in one line
+        text = str(e).strip().splitlines()
+        print(f"error: {text[-1] if text else type(e).__name__}", file=sys.stderr)
+        return 1
     print(f"serving on http://{a.host}:{a.port} (Ctrl-C stops)", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

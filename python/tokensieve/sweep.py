@@ -10,8 +10,10 @@ single-machine sweep writes: the same output and per-document samples bit for bi
 shards' summed compute time). Finished shards are kept in DIR/cells/shards/, so a rerun after a crash or a
 lost worker recomputes nothing that finished; a failed shard is retried (--retries), then reported.
 
-Workers read the model and data files at the same paths as the driver (a shared file system: on one
-machine, the local one); each checks the files' sha256 against the driver's before its first shard.
+Workers read the files a cell reads (the model, the data directory, files named by the command such as a
+policy's profile=) at the same paths as the driver (a shared file system: on one machine, the local one);
+each checks their sha256 against the driver's before its first shard. A cached shard counts only for the
+same command on files with the same sha256.
 """
 from __future__ import annotations
 
@@ -37,27 +39,40 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def data_dir_of(command: list[str]) -> str:
-    """The data directory a cell's command reads: its --data-dir, else the engine's default."""
-    if "--data-dir" in command:
-        return command[command.index("--data-dir") + 1]
-    return os.environ.get("TS_DATA_DIR") or "../shared/data"
+def inputs_of(cell: dict) -> list[str]:
+    """The files a cell reads: those its command names and every file of the data directory it reads."""
+    files = list(cell["files"])
+    if cell["data_dir"] and os.path.isdir(cell["data_dir"]):
+        files += sorted(str(p) for p in Path(cell["data_dir"]).rglob("*") if p.is_file())
+    return files
 
 
-def manifest(plan: list[dict]) -> dict[str, str]:
-    """sha256 of every model file and every file under the data directories the cells use."""
-    files = {cell["model"] for cell in plan}
-    for d in {data_dir_of(cell["command"]) for cell in plan}:
-        if os.path.isdir(d):
-            files.update(str(p) for p in Path(d).rglob("*") if p.is_file())
-    return {os.path.abspath(f): sha256(f) for f in sorted(files)}
+class Manifest:
+    """sha256 of the files the cells read, each hashed once."""
+
+    def __init__(self, plan: list[dict]):
+        self.digests: dict[str, str] = {}
+        self.cells: dict[str, str] = {}  # cell key -> one digest of all its inputs
+        for cell in plan:
+            for f in inputs_of(cell):
+                if f not in self.digests:
+                    if not os.path.isfile(f):
+                        raise _ext.Error(f"{f}: no such file (read by the cell {label(cell)})")
+                    self.digests[f] = sha256(f)
+            text = json.dumps([(f, self.digests[f]) for f in inputs_of(cell)])
+            self.cells[cell["key"]] = hashlib.sha256(text.encode()).hexdigest()
 
 
 class EngineWorker:
     """One engine per worker process: models loaded once, shards run in turn."""
 
-    def __init__(self, cwd: str, files: dict[str, str], threads: int):
+    def __init__(self, cwd: str, files: dict[str, str], data_dir: str | None, threads: int):
         os.chdir(cwd)  # the cells' relative paths mean what they mean to the driver
+        # A command without --data-dir reads the driver's default directory, not this node's.
+        if data_dir is None:
+            os.environ.pop("TS_DATA_DIR", None)
+        else:
+            os.environ["TS_DATA_DIR"] = data_dir
         for path, digest in files.items():
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path}: not on this worker's file system")
@@ -65,9 +80,6 @@ class EngineWorker:
                 raise ValueError(f"{path}: sha256 differs from the driver's copy")
         self.threads = threads
         self.models: dict[str, Model] = {}
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def run(self, command: list[str], model: str, index: int, count: int) -> tuple[str, str, float]:
         """Shard index of count: (output JSON text, samples JSON Lines, seconds)."""
@@ -81,13 +93,16 @@ class EngineWorker:
             return output, Path(samples).read_text(), seconds
 
 
+def label(cell: dict) -> str:
+    return f"{cell['policy']} / {cell['setting']} / {cell['task']}"
+
+
 @dataclass
 class Cell:
-    spec: dict  # the plan's row: key, command, policy, setting, task, model
+    spec: dict  # the plan's row: key, command, policy, setting, task, model, files, data_dir
     shards: int
+    inputs: str  # the digest of the files it reads: a shard cached from other files is run again
     done: dict[int, tuple[str, str, float]] = field(default_factory=dict)  # index -> (output, samples, seconds)
-
-    label = property(lambda self: f"{self.spec['policy']} / {self.spec['setting']} / {self.spec['task']}")
 
 
 def shard_paths(out_dir: str, cell: Cell, index: int) -> tuple[Path, Path]:
@@ -102,22 +117,24 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def load_shard(out_dir: str, cell: Cell, index: int) -> bool:
-    """A finished shard from the cache, when it is there whole and for this command."""
+    """A finished shard from the cache, when it is there whole, for this command and these input files."""
     result, samples = shard_paths(out_dir, cell, index)
     try:
         saved = json.loads(result.read_text())
-        if saved["command"] != cell.spec["command"] or not samples.exists():
+        if saved["command"] != cell.spec["command"] or saved["inputs"] != cell.inputs or not samples.exists():
             return False
-        cell.done[index] = (saved["output"], str(samples), saved["seconds"])
+        json.loads(saved["output"])  # whole
+        cell.done[index] = (saved["output"], str(samples), float(saved["seconds"]))
         return True
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return False
 
 
 def save_shard(out_dir: str, cell: Cell, index: int, output: str, samples_text: str, seconds: float) -> None:
     result, samples = shard_paths(out_dir, cell, index)
     write_atomically(samples, samples_text)  # first: a result file means its samples are whole
-    write_atomically(result, json.dumps({"command": cell.spec["command"], "output": output, "seconds": seconds}))
+    write_atomically(result, json.dumps({"command": cell.spec["command"], "inputs": cell.inputs, "output": output,
+                                         "seconds": seconds}))
     cell.done[index] = (output, str(samples), seconds)
 
 
@@ -131,54 +148,100 @@ def eta(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+def connect(ray, address: str) -> None:
+    """Ray started here ('local') or reached at address; when this process already has Ray, that cluster."""
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=None if address == "local" else address, log_to_driver=False, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise _ext.Error(f"cannot start or reach Ray at {address}: {one_line(e)}") from None
+
+
+def worker_slots(ray, threads: int) -> int:
+    """How many workers of `threads` CPUs the cluster's nodes hold (a worker cannot span two nodes)."""
+    cpus = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    if not cpus or threads > max(cpus):
+        raise _ext.Error(f"--threads {threads}: no node of the cluster has {threads} CPUs "
+                         f"(the largest has {max(cpus, default=0)})")
+    return sum(c // threads for c in cpus)
+
+
+class WorkerPool:
+    """Engine workers; a worker that died (its process killed, its node lost) is replaced by a new one."""
+
+    def __init__(self, ray, size: int, threads: int, manifest: Manifest):
+        # Ray neither restarts workers nor retries their calls: run() retries a shard itself, so a shard
+        # that kills its engine is tried retries + 1 times in all, each time on a fresh worker.
+        self.worker_class = ray.remote(num_cpus=threads, max_restarts=0, max_task_retries=0)(EngineWorker)
+        self.ray = ray
+        data_dir = os.environ.get("TS_DATA_DIR") or None
+        self.args = (os.getcwd(), manifest.digests, data_dir, threads)
+        self.idle = [self.worker_class.remote(*self.args) for _ in range(size)]
+
+    def replace(self, worker) -> None:
+        self.ray.kill(worker)
+        self.idle.append(self.worker_class.remote(*self.args))
+
+
 def run(spec: str, out_dir: str, ray_address: str, shards: int = 4, workers: int = 0, threads: int = 1,
-        retries: int = 2, log=sys.stderr) -> dict:
+        retries: int = 2, log=None) -> dict:
     """Runs the sweep; returns {"csv", "cells", "ran", "cached", "shards_run", "shards_cached", "failed"}."""
-    import ray  # only the distributed sweep needs it
+    log = log or sys.stderr
+    try:
+        import ray  # only the distributed sweep needs it
+    except ImportError:
+        raise _ext.Error("the distributed sweep needs Ray: pip install 'ray[serve]'") from None
 
     plan = _ext.sweep_plan(spec)
-    (Path(out_dir) / "cells" / "shards").mkdir(parents=True, exist_ok=True)
-    cells = [Cell(c, shards) for c in plan if not _ext.cell_cached(out_dir, c["command"])]
+    try:
+        (Path(out_dir) / "cells" / "shards").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _ext.Error(f"{out_dir}: cannot make the output directory: {e.strerror}") from None
+    to_run = [c for c in plan if not _ext.cell_cached(out_dir, c["command"])]
+    manifest = Manifest(to_run)
+    cells = [Cell(c, shards, manifest.cells[c["key"]]) for c in to_run]
     pending = [(cell, i) for cell in cells for i in range(shards) if not load_shard(out_dir, cell, i)]
     shards_cached = len(cells) * shards - len(pending)
     failed: list[str] = []
     ran_shards = 0
     if pending:
-        if not ray.is_initialized():
-            try:
-                ray.init(address=None if ray_address == "local" else ray_address, log_to_driver=False,
-                         include_dashboard=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise _ext.Error(f"cannot start or reach Ray at {ray_address}: {one_line(e)}") from None
-        n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
-        worker_class = ray.remote(num_cpus=threads, max_restarts=retries, max_task_retries=retries)(EngineWorker)
-        files = manifest(plan)
-        pool = [worker_class.remote(os.getcwd(), files, threads) for _ in range(min(n, len(pending)))]
+        connect(ray, ray_address)
+        slots = worker_slots(ray, threads)
+        if workers > slots:
+            raise _ext.Error(f"--workers {workers}: the cluster holds {slots} workers of {threads} threads")
+        pool = WorkerPool(ray, min(workers or slots, len(pending)), threads, manifest)
+        print(f"sweep: {len(cells)} cells to run, {len(pending)} shards on {len(pool.idle)} workers "
+              f"({shards_cached} shards cached)", file=log, flush=True)
         attempts: dict[tuple[str, int], int] = {}
         running: dict = {}  # ObjectRef -> (cell, index, worker)
-        idle = list(pool)
         start = time.monotonic()
         while pending or running:
-            while idle and pending:
+            while pool.idle and pending:
                 cell, i = pending.pop(0)
-                worker = idle.pop(0)
+                worker = pool.idle.pop(0)
                 ref = worker.run.remote(cell.spec["command"], cell.spec["model"], i, shards)
                 running[ref] = (cell, i, worker)
             [ref], _ = ray.wait(list(running), num_returns=1)
             cell, i, worker = running.pop(ref)
-            idle.append(worker)
             try:
                 output, samples_text, seconds = ray.get(ref)
-            except (ray.exceptions.RayError, ValueError) as e:
+            except ray.exceptions.RayError as e:
+                if isinstance(e, ray.exceptions.RayActorError):
+                    pool.replace(worker)  # the worker is gone: its shard goes to another
+                else:
+                    pool.idle.append(worker)  # the engine refused the shard; the worker is fine
                 key = (cell.spec["key"], i)
                 attempts[key] = attempts.get(key, 0) + 1
+                what = f"shard {i}/{shards} of {label(cell.spec)}"
                 if attempts[key] <= retries:
                     pending.append((cell, i))
-                    print(f"sweep: shard {i}/{shards} of {cell.label} failed, retrying: {one_line(e)}", file=log)
+                    print(f"sweep: {what} failed, retrying: {one_line(e)}", file=log, flush=True)
                 else:
-                    failed.append(f"shard {i}/{shards} of {cell.label}: {one_line(e)}")
-                    print(f"sweep: {failed[-1]}", file=log)
+                    failed.append(f"{what}: {one_line(e)}")
+                    print(f"sweep: {failed[-1]}", file=log, flush=True)
                 continue
+            pool.idle.append(worker)
             save_shard(out_dir, cell, i, output, samples_text, seconds)
             ran_shards += 1
             if len(cell.done) == shards:
@@ -212,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards", type=int, default=4, help="shards per cell (default 4)")
     p.add_argument("--workers", type=int, default=0, help="engine workers (default: the cluster's CPUs / threads)")
     p.add_argument("--threads", type=int, default=1, help="threads of each worker's engine (default 1)")
-    p.add_argument("--retries", type=int, default=2, help="times a failed shard or lost worker is retried")
+    p.add_argument("--retries", type=int, default=2, help="times a failed shard (or one on a lost worker) is retried")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     a = p.parse_args(argv)
     for name, value, low in (("--shards", a.shards, 1), ("--workers", a.workers, 0), ("--threads", a.threads, 1),

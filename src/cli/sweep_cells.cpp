@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "eval/data_file.h"
 #include "eval/perplexity.h"
+#include "runtime/policy_spec.h"
 
 namespace ts::cli {
 namespace {
@@ -138,19 +139,16 @@ void write_cell(const std::string& path, const std::vector<std::string>& command
 
 std::string write_sweep_table(const SweepSpec& spec, const std::string& out_dir) {
   const std::vector<SweepCell> cells = sweep_cells(spec);
-  std::vector<CellResult> results;
   std::vector<SweepRow> rows;
   std::vector<std::string> samples;  // per row: its samples file, "" when the cell has none
-  results.reserve(cells.size());
   for (const SweepCell& cell : cells) {
     const std::vector<std::string> command = cell_command(spec, cell);
     const CellFiles files = cell_files(out_dir, command);
-    std::optional<CellResult> result = cached_cell(files.result, command);
+    const std::optional<CellResult> result = cached_cell(files.result, command);
     TS_CHECK(result, files.result, ": the cell has not run (", spec.policies[cell.policy].label, " / ",
              cell.task, ")");
-    results.push_back(std::move(*result));
-    rows.push_back({&cell, cell_metric(cell.task, results.back().output), results.back().seconds,
-                    results.back().output.value("sparsity", nlohmann::json()), std::nullopt});
+    rows.push_back({&cell, cell_metric(cell.task, result->output), result->seconds,
+                    result->output.value("sparsity", nlohmann::json()), std::nullopt});
     samples.push_back(fs::exists(files.samples) ? files.samples : "");  // none in cells cached before samples
   }
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -208,6 +206,24 @@ CellRequest parse_cell_command(const std::vector<std::string>& command) {
 
 const std::string& cell_model_path(const CellRequest& request) {
   return std::visit([](const auto& r) -> const std::string& { return r.model.model_path; }, request);
+}
+
+CellInputs cell_inputs(const CellRequest& request) {
+  CellInputs inputs;
+  const ModelOptions& model =
+      std::visit([](const auto& r) -> const ModelOptions& { return r.model; }, request);
+  inputs.files.push_back(model.model_path);
+  for (const std::string& text : model.policies)
+    for (const auto& [key, value] : PolicySpec::parse(text).options)
+      if (is_file_option(key)) inputs.files.push_back(value);
+  if (const EvalRequest* r = std::get_if<EvalRequest>(&request)) {
+    inputs.data_dir = r->selection.data_dir;
+  } else {
+    const PplRequest& p = std::get<PplRequest>(request);
+    if (!p.file.empty()) inputs.files.push_back(p.file);
+    if (!p.dataset.empty()) inputs.data_dir = p.data_dir;
+  }
+  return inputs;
 }
 
 nlohmann::json run_cell_shard(const Model& model, CellRequest request, const Shard& shard, int threads,

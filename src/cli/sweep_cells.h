@@ -41,6 +41,14 @@ std::string write_sweep_table(const SweepSpec& spec, const std::string& out_dir)
 using CellRequest = std::variant<EvalRequest, PplRequest>;
 CellRequest parse_cell_command(const std::vector<std::string>& command);
 const std::string& cell_model_path(const CellRequest& request);
+// What a cell reads besides its command: the files it names (the model, a perplexity text file,
+// the files of policy options such as profile=) and the evaluation data directory it reads
+// ("" when it reads none), resolved as the command resolves them here ($TS_DATA_DIR included).
+struct CellInputs {
+  std::vector<std::string> files;
+  std::string data_dir;
+};
+CellInputs cell_inputs(const CellRequest& request);
 
 // One shard of the cell on `model` (the file the command names), with `threads` (0: the
 // command's), its records to samples_path: what `tokensieve <command> --shard I/N` prints.

@@ -4,6 +4,7 @@ deployment answers the openai client as `tokensieve serve` does."""
 import csv
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,22 +37,39 @@ def cluster():
     c.shutdown()
 
 
-def write_spec(path, model, policies, tasks, args):
+def write_spec(path, model, policies, tasks, args, data=DATA):
     if not (DATA / "wikitext2").is_dir():
         pytest.skip(f"no evaluation data in {DATA}")
-    path.write_text(json.dumps({"model": str(model), "threads": 1, "data_dir": str(DATA), "tasks": tasks,
+    path.write_text(json.dumps({"model": str(model), "threads": 1, "data_dir": str(data), "tasks": tasks,
                                 "policies": [{"specs": p} for p in policies], "settings": [{"args": args}]}))
     return path
 
 
-def ray_sweep(cluster, spec, out, *args, wait=True):
+@pytest.fixture
+def processes():
+    """Processes a test starts, killed whatever the test's outcome."""
+    started = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def ray_sweep(cluster, spec, out, *args, started=None):
+    """The sweep's JSON summary; with `started` (a list), the running process instead, added to the list."""
     cmd = [sys.executable, "-m", "tokensieve.sweep", str(spec), "-o", str(out), "--ray", cluster.address, "--json",
            *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=os.environ.copy())
-    if not wait:
+    if started is not None:
+        started.append(proc)
         return proc
-    out_text, err = proc.communicate(timeout=300)
+    try:
+        out_text, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 0, err
     return summary(out_text)
 
@@ -102,6 +120,26 @@ def test_sharded_sweep_equals_single_machine_sweep(cluster, ts_bin, tmp_path, mo
     assert again["ran"] == 0 and again["cached"] == 4 and again["shards_run"] == 0
 
 
+@pytest.mark.runtime(20)
+def test_cached_shards_count_only_for_the_same_input_files(cluster, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(DATA / "arc", data / "arc")
+    spec = write_spec(tmp_path / "spec.json", find_model("stories260K.gguf"), [[]], ["arc_easy"], ["--limit", "6"],
+                      data=data)
+    out = tmp_path / "ray"
+    first = ray_sweep(cluster, spec, out, "--shards", "3")
+    assert first["shards_run"] == 3
+
+    def rerun():  # the cell's file removed: only its shards can spare the work
+        for cell in (out / "cells").glob("*.json"):
+            cell.unlink()
+        return ray_sweep(cluster, spec, out, "--shards", "3")
+    assert rerun()["shards_cached"] == 3
+    (data / "arc" / "added.txt").write_text("a file the cell's data directory did not have")
+    changed = rerun()
+    assert changed["shards_cached"] == 0 and changed["shards_run"] == 3
+
+
 def smollm_grid(tmp_path):
     return write_spec(tmp_path / "spec.json", find_model("SmolLM2-135M-Instruct.Q4_1.gguf"),
                       [[], ["h2o:keep=0.5"]], ["arc_easy", "wikitext2"], ["-c", "128", "--limit", "12"])
@@ -112,12 +150,12 @@ def shard_files(out):
 
 
 @pytest.mark.runtime(60)
-def test_lost_worker_and_crashed_driver_lose_nothing(cluster, ts_bin, tmp_path):
+def test_lost_worker_and_crashed_driver_lose_nothing(cluster, ts_bin, tmp_path, processes):
     spec = smollm_grid(tmp_path)
     cli_sweep(ts_bin, spec, tmp_path / "one")
     out = tmp_path / "ray"
     # A driver killed once some shards have finished: rerun, and none of them runs again.
-    proc = ray_sweep(cluster, spec, out, "--shards", "6", wait=False)
+    proc = ray_sweep(cluster, spec, out, "--shards", "6", started=processes)
     deadline = time.monotonic() + 120
     while len(shard_files(out)) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -125,8 +163,8 @@ def test_lost_worker_and_crashed_driver_lose_nothing(cluster, ts_bin, tmp_path):
     proc.wait()
     before = shard_files(out)
     assert 3 <= len(before) < 24
-    # A worker killed while the rerun goes on: its shard is retried on the restarted worker.
-    proc = ray_sweep(cluster, spec, out, "--shards", "6", wait=False)
+    # A worker killed while the rerun goes on: its shard is retried on a new worker.
+    proc = ray_sweep(cluster, spec, out, "--shards", "6", started=processes)
     killed = None
     while killed is None and time.monotonic() < deadline:
         workers = subprocess.run(["pgrep", "-f", "ray::EngineWorker"], capture_output=True, text=True).stdout.split()
@@ -156,6 +194,25 @@ def test_sweep_errors(tmp_path):
     assert res.returncode == 1 and res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
     res = run(str(bad), "-o", str(tmp_path / "o"), "--ray", "local", "--shards", "0")
     assert res.returncode == 2 and "--shards must be at least 1" in res.stderr
+    missing_model = write_spec(tmp_path / "m.json", tmp_path / "none.gguf", [[]], ["arc_easy"], ["--limit", "2"])
+    res = run(str(missing_model), "-o", str(tmp_path / "o"), "--ray", "local")
+    assert res.returncode == 1 and "none.gguf: no such file" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    spec = write_spec(tmp_path / "s.json", find_model("stories260K.gguf"), [[]], ["arc_easy"], ["--limit", "2"])
+    res = run(str(spec), "-o", str(a_file), "--ray", "local")
+    assert res.returncode == 1 and "cannot make the output directory" in res.stderr
+
+
+def test_sweep_refuses_workers_the_cluster_cannot_place(cluster, tmp_path):
+    from tokensieve import sweep
+
+    spec = write_spec(tmp_path / "s.json", find_model("stories260K.gguf"), [[]], ["arc_easy"], ["--limit", "2"])
+    with pytest.raises(Exception, match="no node of the cluster has 2 CPUs"):
+        sweep.run(str(spec), str(tmp_path / "o"), cluster.address, threads=2)
+    with pytest.raises(Exception, match="the cluster holds 2 workers of 1 threads"):
+        sweep.run(str(spec), str(tmp_path / "o"), cluster.address, workers=3)
 
 
 @pytest.mark.runtime(40)
@@ -166,9 +223,7 @@ def test_serve_deployment_answers_like_tokensieve_serve(cluster, ts_bin):
     from tokensieve.serve_ray import deployment
 
     model = find_model("SmolLM2-135M-Instruct.Q4_1.gguf")
-    with socket.socket() as s:  # a free port for Ray Serve's HTTP proxy
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # for Ray Serve's HTTP proxy
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(deployment(str(model), ["-t", "1", "-c", "512"], binary=str(ts_bin), replicas=2),
@@ -193,3 +248,47 @@ def test_serve_deployment_answers_like_tokensieve_serve(cluster, ts_bin):
             assert getattr(err.value, "status_code", None) == 400
     finally:
         serve.shutdown()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_ray_refuses_contradictory_scaling(ts_bin):
+    model = find_model("stories260K.gguf")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "tokensieve.serve_ray", "-m", str(model), "--bin", str(ts_bin),
+                               *args], capture_output=True, text=True, cwd=ROOT, env=os.environ.copy(), timeout=60)
+    for args, message in ((["--replicas", "2", "--min-replicas", "1"], "not both"),
+                          (["--target-ongoing-requests", "3"], "needs --min-replicas"),
+                          (["--min-replicas", "3", "--max-replicas", "2"], "--min-replicas <= --max-replicas"),
+                          (["--max-replicas", "2", "--target-ongoing-requests", "0"], "must be above 0"),
+                          (["--port", "70000"], "--port must be in")):
+        res = run(*args)
+        assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
+    res = run("-m", "/nonexistent.gguf")
+    assert res.returncode == 1 and res.stderr.strip() == "error: /nonexistent.gguf: no such model file"
+
+
+@pytest.mark.runtime(30)
+def test_serve_ray_command_serves_until_stopped(cluster, ts_bin, processes):
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tokensieve.serve_ray", "-m",
+                             str(find_model("stories260K.gguf")), "--bin", str(ts_bin), "--ray", cluster.address,
+                             "--port", str(port), "--", "-c", "256", "-t", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=os.environ.copy())
+    processes.append(proc)
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # Ray's notes, then ours
+        if line.startswith("serving on") or time.monotonic() > deadline:
+            break
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30) as r:
+        assert r.status == 200 and json.load(r)["data"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
