@@ -59,6 +59,7 @@ class Session {
   DecisionLog log_;
   std::vector<int32_t> tokens_;  // the sequence: what the cache holds, and the token being sampled from
   std::optional<LoglikelihoodScorer> scorer_;
+  std::string scorer_context_;  // the context the scorer's cache was filled with
   std::mutex busy_;
   uint64_t epoch_ = 0;
 };
@@ -159,14 +160,17 @@ nb::tuple token_logprobs(Session& s, std::vector<int32_t> tokens, size_t first_t
 }
 
 // lm-eval's (log-likelihood, is_greedy) of a continuation, tokenized as lm-eval tokenizes a pair.
-// Consecutive calls with one context reuse its cached prefix, as `tokensieve eval` does.
+// Consecutive calls with the same context reuse its cached prefix (an example's choices) and a new
+// context starts a fresh sequence, as `tokensieve eval` scores examples: under a quantized KV cache,
+// keys re-fed after a shared prefix differ in the last bits from the same keys prefilled at once.
 std::pair<double, bool> loglikelihood(Session& s, const std::string& context,
                                       const std::string& continuation) {
   auto lock = s.claim();
   const TokenizedPair pair = encode_pair(s.lm_.model->tokenizer(), context, continuation);
-  if (!s.scorer_) {
+  if (!s.scorer_ || s.scorer_context_ != context) {
     s.restart({});
     s.scorer_.emplace(s.tf_);
+    s.scorer_context_ = context;
   }
   s.log_.clear();
   Loglikelihood ll;
