@@ -87,7 +87,8 @@ class Session:
     """One sequence on a model under a policy stack (None: dense), as `tokensieve run` runs it.
 
     Each call that starts a sequence (generate, logits, token_logprobs) clears the cache and the
-    decision log; consecutive loglikelihood calls reuse the cached prefix they share. Use one
+    decision log; consecutive loglikelihood calls with the same context reuse it (an example's
+    choices), and a new context starts a fresh sequence, as `tokensieve eval` scores. Use one
     session per thread.
     """
 
