@@ -54,12 +54,13 @@ class Manifest:
         self.digests: dict[str, str] = {}
         self.cells: dict[str, str] = {}  # cell key -> one digest of all its inputs
         for cell in plan:
-            for f in inputs_of(cell):
+            files = inputs_of(cell)
+            for f in files:
                 if f not in self.digests:
                     if not os.path.isfile(f):
                         raise _ext.Error(f"{f}: no such file (read by the cell {label(cell)})")
                     self.digests[f] = sha256(f)
-            text = json.dumps([(f, self.digests[f]) for f in inputs_of(cell)])
+            text = json.dumps([(f, self.digests[f]) for f in files])
             self.cells[cell["key"]] = hashlib.sha256(text.encode()).hexdigest()
 
 
