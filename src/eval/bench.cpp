@@ -107,10 +107,10 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
       if (p.n_gen) {
         // The depth's context is filled once (a long fill costs far more than the decode timed)
         // and each repetition rewinds to it, unless a prompt run replaced it or the policies'
-        // state cannot be rewound (a stack ranking whole calls, such as the evicting baselines).
+        // state cannot be rewound (the evicting baselines, a stack ranking whole calls).
         for (size_t s = 0; s < p.n_seq; ++s) {
           Sequence& seq = *seqs[i][s];
-          if ((p.n_prompt && s == 0) || rep == 0 || seq.ranks_whole_calls()) {
+          if ((p.n_prompt && s == 0) || rep == 0 || !seq.rewinds()) {
             seq.truncate(0);
             if (p.depth) run_call(pass, seq, context, p.depth - 1, ignore);
           } else {

@@ -38,9 +38,9 @@ Loglikelihood LoglikelihoodScorer::score(const TokenizedPair& pair) {
            " tokens does not fit the context of ", tf_.n_ctx());
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(drop));
   const size_t first_target = pair.context.size() - drop;
-  // A policy that ranks a call's tokens together would see only the unshared part: no reuse then,
-  // so every request is scored as one whole call whatever came before it.
-  const size_t shared = tf_.ranks_whole_calls() ? 0 : common_prefix(cached_, tokens);
+  // A policy that cannot rewind (one ranking a call's tokens together would see only the
+  // unshared part) gets no reuse: every request is scored as one whole call.
+  const size_t shared = tf_.rewinds() ? common_prefix(cached_, tokens) : 0;
   Loglikelihood ll;
   score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](const TokenScore& s) {
     ll.log_prob += s.log_prob;

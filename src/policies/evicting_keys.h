@@ -10,10 +10,9 @@
 //
 // A whole forward batch is simulated row by row in prepare_keys, so prefill and decode follow the
 // same per-step rule: within a batch each row's probabilities are computed there, before the next
-// row evicts. A one-row call (a decode step) takes them from the attention itself instead
+// row evicts. A one-row batch (a decode step) takes them from the attention itself instead
 // (observe_attention), which computes them anyway, split across the threads. The state cannot be
-// rewound: calls are never split or shared (see ranks_whole_calls), and truncate only restarts a
-// sequence.
+// rewound: calls are never shared (see rewinds), and truncate only restarts a sequence.
 //
 // shared=1 keeps one active set per KV head instead of per query head: the importance of a
 // position is the sum over the group's query heads of what each collected (as kvpress scores a
@@ -39,14 +38,17 @@ class EvictingKeys : public Policy {
     if (!collects_observed_attention()) return {{Hook::SelectKeys, budget_.layers()}};
     return {{Hook::SelectKeys, budget_.layers()}, {Hook::ObserveAttention, budget_.layers()}};
   }
-  // The eviction state of a step depends on all earlier steps, so no call may start from a
-  // shared prefix of another: the runtime's signal for that is a policy ranking whole calls.
-  bool ranks_whole_calls() const override { return true; }
+  // The eviction state of a step depends on all earlier steps: no call may start from a shared
+  // prefix of another. A call may come in batches (each row steps on the state the rows before
+  // it left), so a long prompt's scratch is bounded by the batch.
+  bool rewinds() const override { return false; }
   void truncate(size_t n_past) override;
   void prepare_keys(const QueryRows& q) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override;
   void observe_attention(const AttentionRows& a) override;
+  // Only a one-row batch reads the attention's probabilities (a longer one computes its own).
+  bool wants_attention(size_t) const override { return collect_observed_; }
 
  protected:
   struct HeadState {
@@ -88,7 +90,7 @@ class EvictingKeys : public Policy {
   std::vector<HeadState> heads_;                  // [layer][state]
   std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][state]
   size_t lists_pos0_ = 0;
-  bool collect_observed_ = false;  // this layer's one-row call collects in observe_attention
+  bool collect_observed_ = false;  // this layer's one-row batch collects in observe_attention
   std::vector<float> probs_;       // state_probs' sums
 };
 

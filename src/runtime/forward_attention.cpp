@@ -240,8 +240,8 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
   const RowSet& rows = s.rows.attn;
   AttentionParts& parts = parts_[0];
   const Policy* selector = policies ? policies->key_selector(layer) : nullptr;
-  const bool watched = policies && policies->observes_attention(layer);
   if (selector) policies->prepare_keys({layer, pos0, &rows, n_heads, hd, q_rows, &cache, &pool_});
+  const bool watched = policies && policies->wants_attention(layer);
   const size_t tasks = rows.size() * n_heads;
   key_spans_.resize(tasks);
   if (selector) {

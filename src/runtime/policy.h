@@ -165,6 +165,10 @@ class Policy {
   // True when a token's decision depends on the other tokens of the same call (OrthoRank ranks
   // the whole prompt): the forward pass then runs each call as one batch.
   virtual bool ranks_whole_calls() const { return false; }
+  // False when the policy's state cannot be rewound to an earlier position (an eviction
+  // simulation): a call then never starts from another's cached prefix, and a benchmark refills
+  // its context every repetition. A policy ranking whole calls cannot resume from a prefix either.
+  virtual bool rewinds() const { return !ranks_whole_calls(); }
   // Positions >= n_past are forgotten (0: a new sequence starts).
   virtual void truncate(size_t /*n_past*/) {}
 
@@ -186,6 +190,10 @@ class Policy {
   // the group, so each key row is gathered once for the group (as dense attention reads it).
   virtual bool selects_per_group() const { return false; }
   virtual void observe_attention(const AttentionRows&) {}
+  // Whether the next observe_attention at this layer (after prepare_keys) reads the attention
+  // probabilities: when no observer does, the runtime does not collect them (a prompt's are
+  // rows × keys floats per head).
+  virtual bool wants_attention(size_t /*layer*/) const { return true; }
   virtual void evict(const KvCache&, Evictions&) {}
 
  private:

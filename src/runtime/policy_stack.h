@@ -3,6 +3,7 @@
 // that no two own the same decision on a layer, dispatches every hook to its owner and observers
 // in the order the policies were given, and records the decisions into an attached DecisionLog.
 // The forward pass talks to policies only through this class.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,7 @@ class PolicyStack {
 
   const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
   bool ranks_whole_calls() const { return ranks_whole_calls_; }
+  bool rewinds() const { return rewinds_; }
   const StepCounts& counts() const { return counts_; }
   // The KV cache format a policy asks for (none: the default F16).
   const std::optional<KvFormat>& kv_format() const { return kv_format_; }
@@ -54,6 +56,11 @@ class PolicyStack {
     owner(Hook::SelectKeys, queries.layer)->prepare_keys(queries);
   }
   bool observes_attention(size_t layer) const { return !observers(Hook::ObserveAttention, layer).empty(); }
+  // Whether an observer reads this batch's attention probabilities at the layer (after prepare_keys).
+  bool wants_attention(size_t layer) const {
+    return std::ranges::any_of(observers(Hook::ObserveAttention, layer),
+                               [&](const Policy* o) { return o->wants_attention(layer); });
+  }
   void after_attention(const AttentionRows& attention);
   // After the last batch of a forward call: evictions.
   void end_call(KvCache& cache);
@@ -72,7 +79,7 @@ class PolicyStack {
   std::vector<Policy*> owners_;                  // [hook][layer], decision hooks
   std::vector<std::vector<Policy*>> observers_;  // [hook][layer], observation hooks
   std::vector<Policy*> evictors_;                // policies owning evictions on some layer
-  bool ranks_whole_calls_ = false;
+  bool ranks_whole_calls_ = false, rewinds_ = true;
   std::optional<KvFormat> kv_format_;
 
   DecisionLog* log_ = nullptr;

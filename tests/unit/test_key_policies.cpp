@@ -259,15 +259,17 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
 // budget(pos) non-sink positions are active, the one with the least attention among those at least
 // budget/2 steps old leaves (the earliest on ties). With shared=1 the group attends one list. Token
 // by token, decode collects the attention's own probabilities; a whole prompt computes each row's
-// in the policy before the next row evicts, which must agree with the attention's.
+// in the policy before the next row evicts, which must agree with the attention's. A prompt longer
+// than a batch (512 rows) goes on from the state its first batch left, a one-row last batch
+// (513 tokens) as a decode step.
 TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
   const ModelConfig& c = stories().config();
-  const size_t group = c.n_heads / c.n_kv_heads, n = 60, sinks = 4;
+  const size_t group = c.n_heads / c.n_kv_heads, n = 600, sinks = 4;
   ASSERT_GT(group, 1u);
   const auto tokens = random_tokens(n, 9);
-  for (const auto& [shared, step] : {std::pair{false, 1}, {true, 1}, {false, 60}, {true, 60}}) {
+  for (const auto& [shared, step] : {std::pair{false, 1}, {true, 1}, {false, 600}, {true, 513}}) {
     const std::string spec = std::string("h2o:keep=0.3,shared=") + (shared ? "1" : "0");
-    const Outcome r = run(spec, tokens, size_t(step));
+    const Outcome r = run(spec, tokens, size_t(step), 2, "", n);
     const size_t per_state = shared ? group : 1;
     for (size_t layer = 1; layer < c.n_layers; ++layer)
       for (size_t h0 = 0; h0 < c.n_heads; h0 += per_state) {
