@@ -15,8 +15,9 @@ policy=kvquant:bits=2;group=128;mode=kivi+kvsink:k=5;profile=profiles/smollm2-13
 
 Scoring is `tokensieve eval`'s: requests are tokenized as lm-eval tokenizes a pair for Hugging Face
 models, a context scored with several continuations in a row is prefilled once (not under a policy
-whose state cannot be rewound: H2O, SnapKV, one ranking whole calls), and rolling log-likelihoods use lm-eval's disjoint windows with the
-model's BOS (else EOS) as the prefix token, the text tokenized as the model does (with its BOS if it adds one).
+whose state cannot be rewound: H2O, SnapKV, one ranking whole calls), and rolling log-likelihoods
+use lm-eval's disjoint windows with the model's BOS (else EOS) as the prefix token, the text
+tokenized as the model does (with its BOS if it adds one).
 """
 from __future__ import annotations
 
