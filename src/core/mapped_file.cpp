@@ -59,6 +59,13 @@ LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   ::madvise(data_, bytes, small_pages ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);  // advisory, like release_pages
 }
 
+void LargePageBuffer::use_small_pages(size_t offset, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_ + offset) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(data_ + offset + bytes);
+  if (bytes) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);  // advisory
+}
+
 size_t LargePageBuffer::resident_bytes() const {
   if (!base_) return 0;
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

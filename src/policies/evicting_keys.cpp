@@ -81,6 +81,7 @@ void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t sta
     s.active.erase(s.active.begin() + static_cast<std::ptrdiff_t>(victim));
   }
   keys = s.active;
+  q.cache->keep_held(q.layer, keys);  // on a layer that dropped positions (composed with Token Filtering)
   if (!collect_now) return;
   // This step's attention over the active set, its query heads' probabilities summed.
   const size_t h0 = state * heads_per_state_;
@@ -99,8 +100,10 @@ void EvictingKeys::attention_probs(const QueryRows& q, size_t row, size_t h0, si
   m.resize(n_q);
   l.resize(n_q);
   if (!q.cache->quantized()) {  // the attention's gather kernel, scores only, the group's queries in one pass
-    ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh), nullptr, hd, keys.data(),
-                      n, hd, scale, m.data(), l.data(), nullptr, p.data());
+    thread_local std::vector<uint32_t> slot_buffer;
+    const std::span<const uint32_t> slots = q.cache->slots(q.layer, keys, slot_buffer);
+    ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh), nullptr, hd,
+                      slots.data(), n, hd, scale, m.data(), l.data(), nullptr, p.data());
   } else {  // each key as the coded cache decodes it
     for (size_t g = 0; g < n_q; ++g) {
       float* pg = &p[g * n];

@@ -90,9 +90,9 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t st
 }
 
 // Flash-style attention of a slice's rows.attn over every key the layer holds up to each token's position.
-// The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: the
-// cache's rows 0..pos, or on an F16 layer with holes (evictions, dropped K/V) its compact copy
-// of the held rows (the j-th key is compact row j). Quantized caches read the held positions.
+// The keys of a token are a prefix of the layer's held rows, read as one contiguous stream: on the
+// F16 cache the j-th held position is in slot j (rows 0..pos on a layer without holes). Quantized
+// caches read the held positions.
 //
 // On F16 caches the rows go in query tiles: the rows whose positions share pos / kQueryTile.
 // A tile's queries of one KV head attend together to the keys before its aligned first position
@@ -116,23 +116,13 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
   };
   // The keys of row i: positions 0..pos (no holes) or the held ones, inside the layer's window.
   const auto keys_of = [&](size_t i) { return attended_keys(cache, layer, pos0 + rows[i]); };
-  // F16: KV head kvh's j-th key at key_rows + kvh * head_stride + j * hd (head-major).
-  const uint16_t *key_rows = nullptr, *value_rows = nullptr;
-  size_t head_stride = 0;
+  // F16: KV head kvh's j-th held key at key_rows + kvh * head_stride + j * hd (head-major).
+  const uint16_t* key_rows = cache.quantized() ? nullptr : cache.key_head(layer, 0);
+  const uint16_t* value_rows = cache.quantized() ? nullptr : cache.value_head(layer, 0);
+  const size_t head_stride = cache.head_stride();
   // Rows of a sliding-window layer start their keys at different positions: no shared tiles.
   const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
-  // F16: the j-th held position is key row j (of the compact copy when the layer has holes).
   const uint32_t* held_base = cache.held(layer, 0).data();
-  if (!cache.quantized() && !cache.holds_all(layer)) {
-    const KvCache::CompactRows held = cache.compact_rows(layer);
-    key_rows = held.keys;
-    value_rows = held.values;
-    head_stride = held.head_stride;
-  } else if (!cache.quantized()) {
-    key_rows = cache.key_head(layer, 0);
-    value_rows = cache.value_head(layer, 0);
-    head_stride = cache.head_stride();
-  }
 
   p.tile_first_row.clear();
   p.row_tile.resize(rows.size());
@@ -258,10 +248,12 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
         selector->select_keys(
             {layer, pos, h, h / group, {&q_rows[i * d + h * hd], per_list * hd}, &cache, per_list},
             candidates, list);
-        // A selector may add keys of its own (sinks, whole pages): none outside the window.
+        // A selector may add keys of its own (sinks, whole pages): none outside the window, none
+        // the layer does not hold.
         const size_t window = c.layers[layer].window;
         if (window > 0 && pos + 1 > window)
           std::erase_if(list, [&](uint32_t j) { return j + window <= pos; });
+        cache.keep_held(layer, list);
         for (size_t g = 0; g < per_list; ++g) key_spans_[task + g] = list;
       }
     });
@@ -319,8 +311,10 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           if (cache.quantized()) {
             attend_coded(cache, layer, kvh, q, n_q, keys, scale, m, l, acc, p);
           } else {
-            k.attn_gather(q, n_q, cache.key_head(layer, kvh), cache.value_head(layer, kvh), hd, keys.data(),
-                          keys.size(), hd, scale, m, l, acc, p);
+            thread_local std::vector<uint32_t> slot_buffer;
+            const std::span<const uint32_t> slots = cache.slots(layer, keys, slot_buffer);
+            k.attn_gather(q, n_q, cache.key_head(layer, kvh), cache.value_head(layer, kvh), hd, slots.data(),
+                          slots.size(), hd, scale, m, l, acc, p);
           }
           for (size_t g = 0; watched && g < n_q; ++g)
             std::copy_n(&numerators[g * keys.size()], keys.size(),

@@ -340,8 +340,8 @@ void ForwardPass::position_rows(float* x, const Slice& s, const RowSet& rows, si
 
 // One pass over a slice's kv rows: K's and Q's last stage (position_row) on K (rotate_k) and on Q
 // (rotate_q: Q rows are the K/V rows), then the cache write of every row not dropped (the policies' storage
-// when they decided it, else the default). Afterwards the cache learns which of the batch's positions this
-// layer holds.
+// when they decided it, else the default). First the cache learns which of the batch's positions this
+// layer holds, which gives each its slot.
 void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rotate_q) {
   const ModelConfig& c = model_.config();
   const size_t qd = c.q_dim;
@@ -350,6 +350,14 @@ void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rot
   const RowSet& rows = s.rows.kv;
   const KvStorage* storage = s.kv_decided ? s.kv_storage.data() : nullptr;
   const auto dropped = [&](size_t i) { return storage && storage[i] == KvStorage::Dropped; };
+  stored_positions_.clear();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(s.pos0 + rows[i]));
+  if (stored_positions_.size() == s.n_tok) {
+    cache.hold_all(layer, s.pos0, s.n_tok);
+  } else {
+    cache.hold_only(layer, s.pos0, stored_positions_);
+  }
   pool_.parallel_for(rows.size(), [&](size_t b, size_t e, int) {
     for (size_t i = b; i < e; ++i) {
       if (rotate_q) position_row(&q_[(s.q0 + i) * qd], s.row0 + rows[i], layer, Heads::Queries);
@@ -360,14 +368,6 @@ void ForwardPass::rope_and_store(Slice& s, size_t layer, bool rotate_k, bool rot
     }
   });
   cache.commit(layer, s.pos0, s.n_tok);
-  stored_positions_.clear();
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (!dropped(i)) stored_positions_.push_back(static_cast<uint32_t>(s.pos0 + rows[i]));
-  if (stored_positions_.size() == s.n_tok) {
-    cache.hold_all(layer, s.pos0, s.n_tok);
-  } else {
-    cache.hold_only(layer, s.pos0, stored_positions_);
-  }
 }
 
 }  // namespace ts

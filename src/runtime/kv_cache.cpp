@@ -31,10 +31,7 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
       format_(format),
       all_positions_(n_ctx),
       partial_(n_layers, 0),
-      held_(n_layers),
-      compact_k_(n_layers),
-      compact_v_(n_layers),
-      compact_valid_(n_layers, 0) {
+      held_(n_layers) {
   std::iota(all_positions_.begin(), all_positions_.end(), 0u);
   if (!format.quantized()) {
     TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
@@ -129,7 +126,7 @@ size_t KvCache::resident_bytes() const {
                  value_ranges_.resident_bytes() + key_block_ranges_.resident_bytes() + heap(static_key_) +
                  heap(static_value_) + heap(kind_) + heap(ring_k_) + heap(ring_v_) + heap(all_positions_);
   for (size_t l = 0; l < n_layers_; ++l) {
-    total += compact_k_[l].resident_bytes() + compact_v_[l].resident_bytes() + heap(held_[l]);
+    total += heap(held_[l]);
     if (l < pinned_pos_.size())  // quantized formats only
       total += heap(pinned_pos_[l]) + heap(pinned_k_[l]) + heap(pinned_v_[l]);
   }
@@ -208,9 +205,12 @@ void KvCache::code_row(const float* x, unsigned bits, uint8_t* codes, const Code
 void KvCache::store(size_t layer, size_t pos, const float* k, const float* v, KvStorage storage) {
   const SimdOps& ops_ = ops();
   if (!quantized()) {
+    const size_t row = slot(layer, pos);
+    TS_CHECK(row != kNoSlot, "KV cache: position ", pos, " stored at layer ", layer,
+             ", which does not hold it");
     for (size_t h = 0; h < n_kv_heads(); ++h) {
-      ops_.f32_to_f16(k + h * head_dim_, half_head(keys_, layer, h) + pos * head_dim_, head_dim_);
-      ops_.f32_to_f16(v + h * head_dim_, half_head(values_, layer, h) + pos * head_dim_, head_dim_);
+      ops_.f32_to_f16(k + h * head_dim_, half_head(keys_, layer, h) + row * head_dim_, head_dim_);
+      ops_.f32_to_f16(v + h * head_dim_, half_head(values_, layer, h) + row * head_dim_, head_dim_);
     }
     return;
   }
@@ -309,8 +309,14 @@ void KvCache::read_head(size_t layer, size_t pos, size_t kvh, bool keys, float* 
   const auto from_half = [&](const uint16_t* head) {
     for (size_t c = 0; c < head_dim_; ++c) out[c] = fp16_to_float(head[c]);
   };
-  if (!quantized())
-    return from_half((keys ? key_head(layer, kvh) : value_head(layer, kvh)) + pos * head_dim_);
+  if (!quantized()) {
+    const size_t row = slot(layer, pos);
+    if (row == kNoSlot) {  // not held: no key, no value
+      std::fill_n(out, head_dim_, 0.0f);
+      return;
+    }
+    return from_half((keys ? key_head(layer, kvh) : value_head(layer, kvh)) + row * head_dim_);
+  }
   const KvRowRef r = keys ? key_row(layer, pos) : value_row(layer, pos);
   if (r.half) return from_half(r.half + base);
   // KIVI key codes are packed per head (one segment) with a range per channel; per-token codes
@@ -334,7 +340,10 @@ void KvCache::read_value(size_t layer, size_t pos, float* out) const {
 }
 
 float KvCache::key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const {
-  if (!quantized()) return ops().dot_f16_f32(key_head(layer, kvh) + pos * head_dim_, q, head_dim_);
+  if (!quantized()) {
+    const size_t row = slot(layer, pos);
+    return row == kNoSlot ? 0.0f : ops().dot_f16_f32(key_head(layer, kvh) + row * head_dim_, q, head_dim_);
+  }
   thread_local std::vector<float> row;
   row.resize(head_dim_);
   read_head(layer, pos, kvh, true, row.data());
@@ -374,7 +383,6 @@ void KvCache::set_size(size_t n) {
     if (!partial_[l]) continue;
     std::vector<uint32_t>& h = held_[l];
     h.erase(std::lower_bound(h.begin(), h.end(), n), h.end());
-    compact_valid_[l] = std::min(compact_valid_[l], h.size());
     if (h.size() == n) {  // ascending, unique and below n: every position is back
       partial_[l] = 0;
       h.clear();
@@ -388,17 +396,50 @@ std::span<const uint32_t> KvCache::held(size_t layer, size_t pos) const {
   return std::span(h.data(), static_cast<size_t>(std::upper_bound(h.begin(), h.end(), pos) - h.begin()));
 }
 
+// Slots so far are the positions, so no row moves.
 void KvCache::list_held(size_t layer, size_t up_to) {
   partial_[layer] = 1;
   held_[layer].assign(all_positions_.begin(), all_positions_.begin() + static_cast<std::ptrdiff_t>(up_to));
-  compact_valid_[layer] = 0;
+  if (quantized()) return;
+  const size_t layer_bytes = n_kv_heads() * head_stride() * sizeof(uint16_t);
+  keys_.use_small_pages(layer * layer_bytes, layer_bytes);
+  values_.use_small_pages(layer * layer_bytes, layer_bytes);
+}
+
+size_t KvCache::slot(size_t layer, size_t pos) const {
+  if (!partial_[layer]) return pos;
+  const std::vector<uint32_t>& h = held_[layer];
+  const auto at = std::lower_bound(h.begin(), h.end(), pos);
+  return at != h.end() && *at == pos ? static_cast<size_t>(at - h.begin()) : kNoSlot;
+}
+
+std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t> positions,
+                                         std::vector<uint32_t>& buffer) const {
+  if (quantized() || !partial_[layer]) return positions;
+  const std::vector<uint32_t>& h = held_[layer];
+  buffer.resize(positions.size());
+  auto from = h.begin();
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const uint32_t p = positions[i];
+    if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
+    from = std::lower_bound(from, h.end(), p);
+    TS_CHECK(from != h.end() && *from == p, "KV cache: position ", p, " is not held at layer ", layer);
+    buffer[i] = static_cast<uint32_t>(from - h.begin());
+    ++from;
+  }
+  return buffer;
+}
+
+void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
+  if (!partial_[layer]) return;
+  const std::vector<uint32_t>& h = held_[layer];
+  std::erase_if(positions, [&](uint32_t p) { return !std::binary_search(h.begin(), h.end(), p); });
 }
 
 void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored) {
   if (!partial_[layer]) list_held(layer, pos0);
   std::vector<uint32_t>& h = held_[layer];
   h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
-  compact_valid_[layer] = std::min(compact_valid_[layer], h.size());
   h.insert(h.end(), stored.begin(), stored.end());
 }
 
@@ -406,7 +447,6 @@ void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   if (!partial_[layer]) return;
   std::vector<uint32_t>& h = held_[layer];
   h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
-  compact_valid_[layer] = std::min(compact_valid_[layer], h.size());
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
 }
 
@@ -419,33 +459,29 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
   std::vector<uint32_t>& h = held_[layer];
   kept.reserve(h.size());
   std::set_difference(h.begin(), h.end(), gone.begin(), gone.end(), std::back_inserter(kept));
-  // The compact rows before the first evicted one stay where they are.
+  // The rows before the first evicted one stay where they are.
   const size_t unmoved =
       static_cast<size_t>(std::mismatch(kept.begin(), kept.end(), h.begin()).first - kept.begin());
-  compact_valid_[layer] = std::min(compact_valid_[layer], unmoved);
+  if (!quantized()) move_rows(layer, h, kept, unmoved);
   h.swap(kept);
 }
 
-KvCache::CompactRows KvCache::compact_rows(size_t layer) {
-  TS_CHECK(!quantized() && partial_[layer], "KV cache: compact rows are for F16 layers with holes");
-  const std::vector<uint32_t>& h = held_[layer];
-  LargePageBuffer &ck = compact_k_[layer], &cv = compact_v_[layer];
-  const size_t head_stride = this->head_stride();
-  if (!ck.data()) {  // the whole context reserved, resident only as far as rows are written
-    ck = LargePageBuffer(n_kv_heads() * head_stride * sizeof(uint16_t));
-    cv = LargePageBuffer(n_kv_heads() * head_stride * sizeof(uint16_t));
-  }
-  auto* keys = reinterpret_cast<uint16_t*>(ck.data());
-  auto* values = reinterpret_cast<uint16_t*>(cv.data());
+void KvCache::move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,
+                        size_t unmoved) {
+  const size_t row_bytes = head_dim_ * sizeof(uint16_t);
   for (size_t kvh = 0; kvh < n_kv_heads(); ++kvh) {
-    const uint16_t *key_rows = key_head(layer, kvh), *value_rows = value_head(layer, kvh);
-    for (size_t j = compact_valid_[layer]; j < h.size(); ++j) {
-      std::copy_n(key_rows + h[j] * head_dim_, head_dim_, keys + kvh * head_stride + j * head_dim_);
-      std::copy_n(value_rows + h[j] * head_dim_, head_dim_, values + kvh * head_stride + j * head_dim_);
+    uint16_t *keys = half_head(keys_, layer, kvh), *values = half_head(values_, layer, kvh);
+    // kept is a subsequence of before: row from is at or after its new slot to.
+    for (size_t to = unmoved, from = unmoved; to < kept.size(); ++to, ++from) {
+      while (before[from] != kept[to]) ++from;
+      std::copy_n(keys + from * head_dim_, head_dim_, keys + to * head_dim_);
+      std::copy_n(values + from * head_dim_, head_dim_, values + to * head_dim_);
     }
+    const size_t head = (layer * n_kv_heads() + kvh) * head_stride() * sizeof(uint16_t);
+    const size_t freed = (before.size() - kept.size()) * row_bytes;
+    keys_.release(head + kept.size() * row_bytes, freed);
+    values_.release(head + kept.size() * row_bytes, freed);
   }
-  compact_valid_[layer] = h.size();
-  return {keys, values, head_stride, h.size()};
 }
 
 }  // namespace ts

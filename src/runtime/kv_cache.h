@@ -19,9 +19,11 @@
 //     values outside a range clamped to it).
 //
 // Each layer holds every position written so far, unless a policy left tokens out of that layer
-// (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering) or evicted them (H2O, StreamingLLM,
-// ZipVL). Such a layer lists the positions it holds; attention reads only those, and positions
-// keep their numbers (RoPE was applied at the original position).
+// (SLEB skips it, OrthoRank's no-K/V ablation, Token Filtering, ZipVL) or evicted them (ZipVL).
+// Such a layer lists the positions it holds; attention reads only those, and positions keep their
+// numbers (RoPE was applied at the original position). In the F16 format its rows are addressed by
+// slot: the j-th held position lives in row j, so the rows a layer holds take only their own
+// memory and attention streams them like a dense cache (a layer without holes: slot = position).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -104,7 +106,7 @@ class KvCache {
   size_t held_bytes() const;
   // The memory the cache occupies now: its buffers' resident pages (reserved for the whole
   // context, resident as written) and its heap arrays. Unlike held_bytes, counts what eviction
-  // leaves behind (evicted rows, compact copies) and the page granularity.
+  // leaves behind (evicted rows of the coded formats) and the page granularity.
   size_t resident_bytes() const;
   size_t window_bytes() const { return ring_k_.size() * 2 * sizeof(uint16_t); }
   size_t static_range_bytes() const {
@@ -112,14 +114,20 @@ class KvCache {
   }
   bool static_ranges() const { return format_.ranges != nullptr; }
 
-  // F16 format, head-major: the keys (values) of KV head kvh, position p at key_head(layer, kvh)
-  // + p * head_dim(). Attention reads one head's rows as one contiguous stream; rows holding
-  // every head would make each head's reads a short piece of a long stride, which the hardware
-  // prefetchers follow poorly (a third of the bandwidth at three KV heads).
+  // F16 format, head-major: the keys (values) of KV head kvh, the row in slot j at
+  // key_head(layer, kvh) + j * head_dim(). Attention reads one head's rows as one contiguous
+  // stream; rows holding every head would make each head's reads a short piece of a long stride,
+  // which the hardware prefetchers follow poorly (a third of the bandwidth at three KV heads).
   const uint16_t* key_head(size_t layer, size_t kvh) const { return half_head(keys_, layer, kvh); }
   const uint16_t* value_head(size_t layer, size_t kvh) const { return half_head(values_, layer, kvh); }
   size_t n_kv_heads() const { return kv_dim_ / head_dim_; }
   size_t head_stride() const { return n_ctx_ * head_dim_; }  // from one head's rows to the next head's
+  // F16 format: the slots of held positions (ascending runs are found in one walk), in `buffer`
+  // unless the layer has no holes (then the positions themselves).
+  std::span<const uint32_t> slots(size_t layer, std::span<const uint32_t> positions,
+                                  std::vector<uint32_t>& buffer) const;
+  // Erases the positions the layer does not hold (keys a policy lists beyond what the layer keeps).
+  void keep_held(size_t layer, std::vector<uint32_t>& positions) const;
   // Any format: the K or V row (kv_dim floats) as attention sees it now. Policies that score or
   // summarize cached keys read them through these, never through key()/value() (F16 only).
   void read_key(size_t layer, size_t pos, float* out) const;
@@ -131,8 +139,9 @@ class KvCache {
   // (kv_codes.h: coded_key_score).
   float key_dot(size_t layer, size_t pos, size_t kvh, const float* q) const;
 
-  // Writing a batch at positions pos0..pos0+n_tok-1: begin_batch, then store() each written row
-  // (from any thread, distinct positions), then per layer commit() and hold_*.
+  // Writing a batch at positions pos0..pos0+n_tok-1: begin_batch, then per layer hold_* (which
+  // gives each written position its slot), store() each written row (from any thread, distinct
+  // positions) and commit().
   void begin_batch(size_t pos0, size_t n_tok);
   void store(size_t layer, size_t pos, const float* k, const float* v, KvStorage storage);
   void commit(size_t layer, size_t pos0, size_t n_tok);
@@ -155,20 +164,6 @@ class KvCache {
   // The batch at positions pos0..pos0+n_tok-1 wrote all of them (a no-op on layers without holes).
   void hold_all(size_t layer, size_t pos0, size_t n_tok);
   void evict(size_t layer, std::span<const uint32_t> positions);
-
-  // F16 format, a layer with holes: its held rows side by side in held order (row j of each KV
-  // head = the j-th held position), so that attention streams them like a dense cache instead of
-  // gathering scattered rows. A copy kept beside the position-addressed rows (policies and
-  // attend_listed address rows by position); brought up to date by this call, which copies only
-  // the rows held since the last call or moved by an eviction.
-  struct CompactRows {
-    const uint16_t*
-        keys;  // head-major as key_head: head kvh's j-th row at keys + kvh * head_stride + j * head_dim
-    const uint16_t* values;
-    size_t head_stride;
-    size_t n;  // rows, = held(layer, size() - 1).size()
-  };
-  CompactRows compact_rows(size_t layer);
 
   // Quantized formats, for attention: where the K or V row of a held position is.
   KvRowRef key_row(size_t layer, size_t pos) const { return row_ref(layer, pos, ring_k_, pinned_k_, true); }
@@ -198,6 +193,12 @@ class KvCache {
  private:
   enum : uint8_t { kAbsent = 0, kCoded = 1, kFull = 2, kCodedLow = 3 };
   void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
+  static constexpr size_t kNoSlot = SIZE_MAX;
+  size_t slot(size_t layer, size_t pos) const;  // F16: the row of a held position, else kNoSlot
+  // F16, after an eviction: the kept rows move down to their new slots (the first `unmoved` are
+  // in place) and the rows freed at the end go back to the system.
+  void move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,
+                 size_t unmoved);
   void grow_window(size_t pos0, size_t n_tok);
   KvRowRef row_ref(size_t layer, size_t pos, const std::vector<uint16_t>& ring,
                    const std::vector<std::vector<uint16_t>>& pinned, bool keys) const;
@@ -230,16 +231,14 @@ class KvCache {
   uint16_t* half_head(LargePageBuffer& rows, size_t layer, size_t kvh) {
     return reinterpret_cast<uint16_t*>(rows.data()) + (layer * n_kv_heads() + kvh) * head_stride();
   }
-  // F16 format: [layer][kv head][pos][head_dim], zero pages until written (resident memory grows
-  // with the positions held, not with the context reserved).
+  // F16 format: [layer][kv head][slot][head_dim], zero pages until written (resident memory grows
+  // with the positions held, not with the context reserved). 2 MiB pages, except on layers with
+  // holes: one KV head's rows span about a huge page (1 MiB at 8K positions of head dim 64), so
+  // huge pages would keep the whole reserve resident however few rows the layer holds.
   LargePageBuffer keys_, values_;
   std::vector<uint32_t> all_positions_;      // 0, 1, ..., n_ctx - 1: held() of layers without holes
   std::vector<uint8_t> partial_;             // per layer: has holes, positions listed in held_
-  std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending
-  // F16, per partial layer: rows of held_ in order, [kv head][n_ctx][head_dim]; the first
-  // compact_valid_ of them are current.
-  std::vector<LargePageBuffer> compact_k_, compact_v_;
-  std::vector<size_t> compact_valid_;
+  std::vector<std::vector<uint32_t>> held_;  // per partial layer, ascending; F16: index = slot
 
   // Quantized formats.
   size_t row_bytes_ = 0, n_groups_ = 0, n_blocks_ = 0, window_ = 0;

@@ -191,9 +191,9 @@ void Engine::start(Slot& slot, std::shared_ptr<Job> job, size_t reuse) {
 }
 
 // Decode rows first (one per decoding slot, so their inter-token latency does not wait for long
-// prompts), then prompt chunks in admission order within the token budget. A sequence with
-// policies gets its prompt as one call (OrthoRank ranks a prompt whole, H2O evicts after the
-// call); when it does not fit the budget it still runs, alone among prompts.
+// prompts), then prompt chunks in admission order within the token budget. A sequence whose
+// policies rank a call's tokens together (OrthoRank, ZipVL, Token Filtering per call) gets its
+// prompt as one call; when it does not fit the budget it still runs, alone among prompts.
 void Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   step_slots_.clear();
@@ -219,7 +219,7 @@ void Engine::step() {
     const std::vector<int32_t>& prompt = slot->job->input().prompt;
     const size_t left = prompt.size() - slot->prompt_done;
     size_t n = std::min(left, budget);
-    if (slot->seq.policies()) n = left <= budget || !prompt_in_step ? left : 0;
+    if (slot->seq.ranks_whole_calls()) n = left <= budget || !prompt_in_step ? left : 0;
     if (n == 0) continue;
     const SequenceStep row{&slot->seq, std::span(prompt).subspan(slot->prompt_done, n),
                            slot->echo_logprobs() ? 0 : n - 1};

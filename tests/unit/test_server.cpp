@@ -224,8 +224,8 @@ TEST_F(ServerModel, AdmissionKeepsACachedPromptForALaterJob) {
   EXPECT_EQ(s.prefix_tokens_reused, a.size() - 1);
 }
 
-// Six jobs with different policies share every step (a budget of 8 tokens cuts the dense prompts
-// into chunks; those with policies run whole): each generates what it generates alone.
+// Six jobs with different policies share every step (a budget of 8 tokens cuts the prompts into
+// chunks, except those whose policies rank a call whole): each generates what it generates alone.
 TEST_F(ServerModel, MixedPolicyBatchGivesEachJobItsSingleRunOutput) {
   const std::vector<std::vector<std::string>> specs = {
       {},

@@ -1,15 +1,17 @@
 // ZipVL (paper 004): the ratio and the selection on attention matrices with known answers, the
 // probe estimate against brute force, and the policy on stories260K: everything kept equals dense
 // bit for bit, kept tokens attend over kept tokens only, and the ragged cache keeps the right
-// positions through decode and truncation; attention over the compact copy of the held rows
-// equals attention gathering them.
+// positions through decode and truncation; attention streaming the held rows equals attention
+// gathering them; the held rows are slot-addressed and take only their own memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/quant_types.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/zipvl/important_tokens.h"
@@ -222,10 +224,10 @@ class AttentionWatcher final : public Policy {
   std::vector<std::vector<std::vector<uint32_t>>> keys;  // [layer][row * heads + head]
 };
 
-// Compacted attention (attend(): the held rows copied side by side, read as one stream) gives
-// the same logits as attention gathering the held positions' rows (attend_listed, forced by a
-// policy watching the attention), in the sparse prefill, after the eviction of the dense-prefill
-// ablation, and through decode (up to the order of float sums: expect_same_attention).
+// Attention streaming the held rows (attend(): slots 0..j read as one stream) gives the same
+// logits as attention gathering the held positions' rows (attend_listed, forced by a policy
+// watching the attention, positions turned into slots), in the sparse prefill, after the eviction of the
+// dense-prefill ablation, and through decode (up to the order of float sums: expect_same_attention).
 TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
   const auto tokens = random_tokens(300, 4);
   for (const char* spec : {"zipvl:tau=0.9,probes=64", "zipvl:tau=0.9,probes=64,prefill=dense"}) {
@@ -247,65 +249,120 @@ TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
   }
 }
 
-// The compact rows of a layer with holes are its held positions' rows in order (all KV heads)
-// after every change of the held set: a batch holding some of its rows, evictions before and
-// inside the rows already copied, decode appends, and a truncation whose positions are written
-// again with other values (no stale rows).
-TEST(KvCompactRows, AreTheHeldRowsInOrderAfterEveryChange) {
-  constexpr size_t kLayers = 2, kCtx = 64, kDim = 12;
-  KvCache cache(kLayers, kCtx, kDim, 4);
+// On a layer with holes the j-th held position's row is slot j, and reads by position find it,
+// after every change of the held set: a batch holding some of its rows, evictions before and inside
+// the rows held, decode appends, and a truncation whose positions are written again with other
+// values (no stale rows). The reference is a plain map from position to the row written there.
+TEST(KvSlots, HeldRowsAreInSlotOrderAfterEveryChange) {
+  constexpr size_t kLayers = 2, kCtx = 64, kDim = 12, kHead = 4;
+  KvCache cache(kLayers, kCtx, kDim, kHead);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  // written[l][p]: the K and V rows (kDim each, rounded to half) last stored at position p.
+  std::vector<std::map<uint32_t, std::vector<uint16_t>>> written(kLayers);
   const auto write = [&](size_t pos0, size_t n, std::span<const uint32_t> stored) {
-    std::vector<float> k(kDim), v(kDim);
+    std::vector<float> kv(2 * kDim);
     cache.begin_batch(pos0, n);
     for (size_t l = 0; l < kLayers; ++l) {
+      cache.hold_only(l, pos0, stored);
       for (uint32_t p : stored) {
-        for (size_t c = 0; c < kDim; ++c) k[c] = u(rng), v[c] = u(rng);
-        cache.store(l, p, k.data(), v.data(), KvStorage::Default);
+        for (float& x : kv) x = u(rng);
+        cache.store(l, p, kv.data(), kv.data() + kDim, KvStorage::Default);
+        std::vector<uint16_t>& row = written[l][p];
+        row.resize(2 * kDim);
+        for (size_t c = 0; c < 2 * kDim; ++c) row[c] = float_to_fp16(kv[c]);
       }
       cache.commit(l, pos0, n);
-      cache.hold_only(l, pos0, stored);
     }
     cache.set_size(pos0 + n);
   };
-  const auto expect_compact = [&](const char* when) {
+  const auto forget = [&](size_t l, std::span<const uint32_t> gone) {
+    for (uint32_t p : gone) written[l].erase(p);
+  };
+  const auto expect_slots = [&](const char* when) {
     for (size_t l = 0; l < kLayers; ++l) {
+      std::erase_if(written[l], [&](const auto& e) { return e.first >= cache.size(); });
       const auto held = cache.held(l, cache.size() - 1);
-      const KvCache::CompactRows rows = cache.compact_rows(l);
-      ASSERT_EQ(rows.n, held.size()) << when;
-      const size_t hd = cache.head_dim();
-      for (size_t j = 0; j < held.size(); ++j)
+      ASSERT_EQ(held.size(), written[l].size()) << when << " layer " << l;
+      size_t j = 0;
+      std::vector<float> key(kDim), value(kDim);
+      for (const auto& [pos, row] : written[l]) {
+        ASSERT_EQ(held[j], pos) << when << " layer " << l;
+        cache.read_key(l, pos, key.data());
+        cache.read_value(l, pos, value.data());
         for (size_t c = 0; c < kDim; ++c) {
-          const size_t h = c / hd, compact = h * rows.head_stride + j * hd + c % hd,
-                       cached = held[j] * hd + c % hd;
-          ASSERT_EQ(rows.keys[compact], cache.key_head(l, h)[cached])
-              << when << " layer " << l << " row " << j;
-          ASSERT_EQ(rows.values[compact], cache.value_head(l, h)[cached]) << when << " layer " << l;
+          const size_t h = c / kHead, at = j * kHead + c % kHead;
+          ASSERT_EQ(cache.key_head(l, h)[at], row[c]) << when << " layer " << l << " slot " << j;
+          ASSERT_EQ(cache.value_head(l, h)[at], row[kDim + c]) << when << " layer " << l << " slot " << j;
+          ASSERT_EQ(key[c], fp16_to_float(row[c])) << when << " layer " << l << " position " << pos;
+          ASSERT_EQ(value[c], fp16_to_float(row[kDim + c])) << when << " layer " << l;
         }
+        ++j;
+      }
+      std::vector<uint32_t> buffer;
+      const auto slots = cache.slots(l, held, buffer);
+      for (size_t i = 0; i < slots.size(); ++i) ASSERT_EQ(slots[i], i) << when << " layer " << l;
     }
   };
   std::vector<uint32_t> some;
   for (uint32_t p = 0; p < 40; ++p)
     if (p % 3 != 1) some.push_back(p);
   write(0, 40, some);
-  expect_compact("prompt with holes");
+  expect_slots("prompt with holes");
   const std::vector<uint32_t> early{0, 5}, late{36, 38};
   cache.evict(0, late);
   cache.evict(1, early);
-  expect_compact("evicted");
+  forget(0, late);
+  forget(1, early);
+  expect_slots("evicted");
+  std::vector<float> nothing(kDim);
+  cache.read_key(1, 5, nothing.data());  // evicted: reads as no key at all
+  EXPECT_EQ(nothing, std::vector<float>(kDim, 0.0f));
   for (uint32_t p = 40; p < 45; ++p) {
     const uint32_t one[] = {p};
     write(p, 1, one);
-    expect_compact("decode");
+    expect_slots("decode");
   }
   cache.set_size(30);
-  expect_compact("truncated");
+  expect_slots("truncated");
   std::vector<uint32_t> again;
   for (uint32_t p = 30; p < 50; p += 2) again.push_back(p);
   write(30, 20, again);
-  expect_compact("written again");
+  expect_slots("written again");
   EXPECT_EQ(cache.held(0, 49).back(), 48u);
+}
+
+// A layer that keeps a fraction of its positions takes about that fraction of the memory a dense
+// layer takes (4 KiB pages: 2 MiB pages would span a whole KV head's reserve), and an eviction
+// gives the freed rows back.
+TEST(KvSlots, ResidentMemoryFollowsTheHeldRows) {
+  constexpr size_t kLayers = 4, kCtx = 16384, kDim = 192, kHead = 64, kN = 8192;
+  const auto fill = [&](KvCache& c, size_t keep_every) {
+    std::vector<float> k(kDim, 0.5f), v(kDim, -0.25f);
+    std::vector<uint32_t> kept;
+    for (uint32_t p = 0; p < kN; p += keep_every) kept.push_back(p);
+    c.begin_batch(0, kN);
+    for (size_t l = 0; l < kLayers; ++l) {
+      c.hold_only(l, 0, kept);
+      for (uint32_t p : kept) c.store(l, p, k.data(), v.data(), KvStorage::Default);
+      c.commit(l, 0, kN);
+    }
+    c.set_size(kN);
+  };
+  KvCache dense(kLayers, kCtx, kDim, kHead), quarter(kLayers, kCtx, kDim, kHead);
+  fill(dense, 1);
+  fill(quarter, 4);
+  const size_t dense_bytes = dense.resident_bytes(), quarter_bytes = quarter.resident_bytes();
+  EXPECT_GE(dense_bytes, dense.held_bytes());
+  EXPECT_EQ(quarter.held_bytes() * 4, dense.held_bytes());
+  // Each KV head's rows end inside a page: one page of slack per head, K and V.
+  const size_t slack = kLayers * (kDim / kHead) * 2 * 4096 + (1 << 20);
+  EXPECT_LE(quarter_bytes, quarter.held_bytes() + slack) << "dense " << dense_bytes;
+  std::vector<uint32_t> gone;
+  for (uint32_t p = 0; p < kN / 2; p += 4) gone.push_back(p);
+  for (size_t l = 0; l < kLayers; ++l) quarter.evict(l, gone);
+  EXPECT_EQ(quarter.held_bytes() * 8, dense.held_bytes());
+  EXPECT_LE(quarter.resident_bytes(), quarter.held_bytes() + slack);
 }
 
 // Sparse prefill: at each layer exactly the kept tokens attend, each over the kept tokens up to
