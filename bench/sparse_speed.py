@@ -254,7 +254,7 @@ def report(records):
            "t/s: medians over the repetitions, policies and dense interleaved in one process (up to "
            "--together families beside one dense); speed-up (CPU time) counts the process's CPU time, not "
            "its waits for a core. KV cache resident: the cache's pages in memory after the run (mincore), "
-           "evicted rows and compact copies included. Peak RSS: separate `bench -r 1` processes. " + FOOTNOTE]
+           "pages of evicted rows are handed back. Peak RSS: separate `bench -r 1` processes. " + FOOTNOTE]
     order = {f.key: i for i, f in enumerate(FAMILIES)}
     tables = collections.defaultdict(list)
     for r in latest.values():

@@ -19,6 +19,9 @@ void add_in_place(float* x, const float* y, size_t n) {
 void add_bias(float* x, const std::vector<float>& bias, size_t n_rows) {
   for (size_t r = 0; r < n_rows; ++r) add_in_place(x + r * bias.size(), bias.data(), bias.size());
 }
+// FFN rows per pass: a call ranked whole (thousands of tokens) would otherwise hold two n_ff-wide
+// buffers per token, the largest scratch there is (SmolLM2 at 8192 tokens: 100 MB).
+constexpr size_t kFfnRows = 512;
 }  // namespace
 
 ForwardPass::ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision precision)
@@ -35,8 +38,8 @@ void ForwardPass::resize_scratch(size_t n_tok) {
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
   attn_out_.resize(n_tok * c.q_dim);
-  gate_.resize(n_tok * c.n_ff);
-  up_.resize(n_tok * c.n_ff);
+  gate_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
+  up_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
   rope_cos_.resize(c.ropes.size());
   rope_sin_.resize(c.ropes.size());
   for (size_t r = 0; r < c.ropes.size(); ++r) {
@@ -291,13 +294,17 @@ void ForwardPass::ffn_block(size_t layer) {
   if (m == 0) return;
   const SimdOps& k = ops();
   rms_norm_rows(x.rows, L.ffn_norm, xn_.data(), m);
-  matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), m, pool_, precision_);
   const auto activation = c.traits.ffn == FfnActivation::GeluTanh ? k.gelu_mul : k.silu_mul;
-  pool_.parallel_for(m, [&](size_t b, size_t e, int) {
-    // Row by row: results must not depend on how tokens are split across threads.
-    for (size_t t = b; t < e; ++t) activation(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
-  });
-  matmul(L.w_down, gate_.data(), m, xn_.data(), pool_, precision_);
+  for (size_t r0 = 0; r0 < m; r0 += kFfnRows) {
+    const size_t n = std::min(kFfnRows, m - r0);
+    float* rows = &xn_[r0 * d];  // each chunk's output overwrites its own, consumed, inputs
+    matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, rows, n, pool_, precision_);
+    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
+      // Row by row: results must not depend on how tokens are split across threads.
+      for (size_t t = b; t < e; ++t) activation(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
+    });
+    matmul(L.w_down, gate_.data(), n, rows, pool_, precision_);
+  }
   if (!L.post_ffn_norm.empty()) rms_norm_rows(xn_.data(), L.post_ffn_norm, xn_.data(), m);
   for (const Slice& s : slices_)
     if (!s.rows.ffn.empty()) s.rows.ffn.add_to(&xn_[s.ffn0 * d], d, &x_[s.row0 * d]);
