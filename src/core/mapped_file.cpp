@@ -47,6 +47,13 @@ void release_pages(const void* p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+void use_small_pages(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(p) + n;
+  if (n) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);  // advisory
+}
+
 LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   if (bytes == 0) return;
   // Huge pages need 2 MiB-aligned addresses: map one huge page more and start at the first boundary.
@@ -57,13 +64,6 @@ LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   base_ = static_cast<uint8_t*>(p);
   data_ = base_ + ((kHuge - reinterpret_cast<uintptr_t>(p) % kHuge) % kHuge);
   ::madvise(data_, bytes, small_pages ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);  // advisory, like release_pages
-}
-
-void LargePageBuffer::use_small_pages(size_t offset, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data_ + offset) / page * page;
-  const auto end = reinterpret_cast<uintptr_t>(data_ + offset + bytes);
-  if (bytes) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);  // advisory
 }
 
 size_t LargePageBuffer::resident_bytes() const {

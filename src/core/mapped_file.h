@@ -30,6 +30,9 @@ class MappedFile {
 // already copied elsewhere stop counting towards resident memory (touched again, they fault back
 // in from the file); of anonymous memory, the bytes are freed and read as zeros.
 void release_pages(const void* p, size_t n);
+// From now on, the pages of [p, p + n) are 4 KiB pages (those already resident stay as they are):
+// for anonymous memory whose written part should not make the 2 MiB around it resident.
+void use_small_pages(const void* p, size_t n);
 
 // Zeroed anonymous memory that the kernel may back with 2 MiB pages (transparent huge pages in
 // "madvise" mode): weights streamed once per token then cost a few TLB misses instead of one per 4 KiB.
@@ -49,11 +52,6 @@ class LargePageBuffer {
   uint8_t* data() const { return data_; }
   // The bytes of the buffer's pages that are resident now (mincore): what it costs in memory.
   size_t resident_bytes() const;
-  // From now on, [offset, offset + bytes) is backed by 4 KiB pages (pages already resident stay
-  // as they are): for a region whose written part should not make 2 MiB around it resident.
-  void use_small_pages(size_t offset, size_t bytes);
-  // The whole pages inside [offset, offset + bytes) go back to the system and read as zeros.
-  void release(size_t offset, size_t bytes) { release_pages(data_ + offset, bytes); }
 
  private:
   void swap(LargePageBuffer& o) noexcept {

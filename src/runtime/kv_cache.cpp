@@ -402,8 +402,8 @@ void KvCache::list_held(size_t layer, size_t up_to) {
   held_[layer].assign(all_positions_.begin(), all_positions_.begin() + static_cast<std::ptrdiff_t>(up_to));
   if (quantized()) return;
   const size_t layer_bytes = n_kv_heads() * head_stride() * sizeof(uint16_t);
-  keys_.use_small_pages(layer * layer_bytes, layer_bytes);
-  values_.use_small_pages(layer * layer_bytes, layer_bytes);
+  use_small_pages(half_head(keys_, layer, 0), layer_bytes);
+  use_small_pages(half_head(values_, layer, 0), layer_bytes);
 }
 
 size_t KvCache::slot(size_t layer, size_t pos) const {
@@ -468,7 +468,7 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
 
 void KvCache::move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,
                         size_t unmoved) {
-  const size_t row_bytes = head_dim_ * sizeof(uint16_t);
+  const size_t freed = (before.size() - kept.size()) * head_dim_ * sizeof(uint16_t);
   for (size_t kvh = 0; kvh < n_kv_heads(); ++kvh) {
     uint16_t *keys = half_head(keys_, layer, kvh), *values = half_head(values_, layer, kvh);
     // kept is a subsequence of before: row from is at or after its new slot to.
@@ -477,10 +477,8 @@ void KvCache::move_rows(size_t layer, std::span<const uint32_t> before, std::spa
       std::copy_n(keys + from * head_dim_, head_dim_, keys + to * head_dim_);
       std::copy_n(values + from * head_dim_, head_dim_, values + to * head_dim_);
     }
-    const size_t head = (layer * n_kv_heads() + kvh) * head_stride() * sizeof(uint16_t);
-    const size_t freed = (before.size() - kept.size()) * row_bytes;
-    keys_.release(head + kept.size() * row_bytes, freed);
-    values_.release(head + kept.size() * row_bytes, freed);
+    release_pages(keys + kept.size() * head_dim_, freed);
+    release_pages(values + kept.size() * head_dim_, freed);
   }
 }
 
