@@ -106,16 +106,16 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
       }
       if (p.n_gen) {
         // The depth's context is filled once (a long fill costs far more than the decode timed)
-        // and each repetition rewinds to it, unless a prompt run replaced it or the policies'
-        // state cannot be rewound (the evicting baselines, a stack ranking whole calls).
+        // and each repetition rewinds to it, unless a prompt run replaced it; policies whose state
+        // rewinds only to checkpoints refill from the last one, and those that cannot rewind (the
+        // evicting baselines, a stack ranking whole calls) refill it all.
         for (size_t s = 0; s < p.n_seq; ++s) {
           Sequence& seq = *seqs[i][s];
-          if ((p.n_prompt && s == 0) || rep == 0 || !seq.rewinds()) {
-            seq.truncate(0);
-            if (p.depth) run_call(pass, seq, context, p.depth - 1, ignore);
-          } else {
-            seq.truncate(p.depth);
-          }
+          const bool refill = (p.n_prompt && s == 0) || rep == 0;
+          const size_t from = refill ? 0 : seq.rewind_point(p.depth);
+          seq.truncate(from);
+          if (p.depth > from)
+            run_call(pass, seq, std::span(context).subspan(from), p.depth - 1 - from, ignore);
         }
         const Stopwatch watch;
         for (size_t t = 0; t < p.n_gen; ++t) {

@@ -38,11 +38,12 @@ Loglikelihood LoglikelihoodScorer::score(const TokenizedPair& pair) {
            " tokens does not fit the context of ", tf_.n_ctx());
   tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(drop));
   const size_t first_target = pair.context.size() - drop;
-  // A policy that cannot rewind (one ranking a call's tokens together would see only the
-  // unshared part) gets no reuse: every request is scored as one whole call.
-  const size_t shared = tf_.rewinds() ? common_prefix(cached_, tokens) : 0;
+  // The shared prefix is reused as far as the policies can rewind to: not at all for one that
+  // cannot (one ranking a call's tokens together would see only the unshared part), which then
+  // scores every request as one whole call.
+  const size_t shared = tf_.rewind_point(std::min(common_prefix(cached_, tokens), first_target - 1));
   Loglikelihood ll;
-  score_tokens(tf_, tokens, std::min(shared, first_target - 1), first_target, [&](const TokenScore& s) {
+  score_tokens(tf_, tokens, shared, first_target, [&](const TokenScore& s) {
     ll.log_prob += s.log_prob;
     ll.greedy = ll.greedy && s.greedy;
   });

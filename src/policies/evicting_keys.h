@@ -12,7 +12,7 @@
 // same per-step rule: within a batch each row's probabilities are computed there, before the next
 // row evicts. A one-row batch (a decode step) takes them from the attention itself instead
 // (observe_attention), which computes them anyway, split across the threads. The state cannot be
-// rewound: calls are never shared (see rewinds), and truncate only restarts a sequence.
+// rewound: calls are never shared (see rewind_point), and truncate only restarts a sequence.
 //
 // shared=1 keeps one active set per KV head instead of per query head: the importance of a
 // position is the sum over the group's query heads of what each collected (as kvpress scores a
@@ -41,7 +41,7 @@ class EvictingKeys : public Policy {
   // The eviction state of a step depends on all earlier steps: no call may start from a shared
   // prefix of another. A call may come in batches (each row steps on the state the rows before
   // it left), so a long prompt's scratch is bounded by the batch.
-  bool rewinds() const override { return false; }
+  size_t rewind_point(size_t) const override { return 0; }
   void truncate(size_t n_past) override;
   void prepare_keys(const QueryRows& q) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,

@@ -165,11 +165,13 @@ class Policy {
   // True when a token's decision depends on the other tokens of the same call (OrthoRank ranks
   // the whole prompt): the forward pass then runs each call as one batch.
   virtual bool ranks_whole_calls() const { return false; }
-  // False when the policy's state cannot be rewound to an earlier position (an eviction
-  // simulation): a call then never starts from another's cached prefix, and a benchmark refills
-  // its context every repetition. A policy ranking whole calls cannot resume from a prefix either.
-  virtual bool rewinds() const { return !ranks_whole_calls(); }
-  // Positions >= n_past are forgotten (0: a new sequence starts).
+  // The longest prefix, at most n positions, that the policy's state can be truncated to exactly:
+  // a call reusing another's cached prefix starts there and recomputes the rest. 0 when the state
+  // cannot be rewound at all (an eviction simulation; a policy ranking whole calls cannot resume
+  // from a prefix either); less than n when it keeps its history only at checkpoints.
+  virtual size_t rewind_point(size_t n) const { return ranks_whole_calls() ? 0 : n; }
+  // Positions >= n_past are forgotten (0: a new sequence starts); n_past is 0, a rewind_point
+  // answer, or at least the positions seen.
   virtual void truncate(size_t /*n_past*/) {}
 
   virtual void observe_layer_input(const LayerInput&) {}

@@ -53,7 +53,6 @@ PolicyStack::PolicyStack(std::vector<std::unique_ptr<Policy>> policies, const Mo
         evictors_.push_back(p.get());
     }
     ranks_whole_calls_ = ranks_whole_calls_ || p->ranks_whole_calls();
-    rewinds_ = rewinds_ && p->rewinds();
     if (const std::optional<KvFormat> f = p->kv_format()) {
       TS_CHECK(!kv_format_, "policy ", p->describe(), ": another policy already sets the KV cache format");
       kv_format_ = f;
@@ -205,6 +204,19 @@ void PolicyStack::end_call(KvCache& cache) {
             {static_cast<uint32_t>(log_->batches.size() - 1), layer, std::move(positions)});
     }
   }
+}
+
+size_t PolicyStack::rewind_point(size_t n) const {
+  // Each answer is at most its question, so asking again until all agree ends.
+  for (size_t agreed = 0; agreed < policies_.size();) {
+    agreed = 0;
+    for (const auto& p : policies_) {
+      const size_t m = p->rewind_point(n);
+      agreed += m == n;
+      n = m;
+    }
+  }
+  return n;
 }
 
 void PolicyStack::truncate(size_t n_past) {

@@ -28,7 +28,8 @@ class PolicyStack {
 
   const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
   bool ranks_whole_calls() const { return ranks_whole_calls_; }
-  bool rewinds() const { return rewinds_; }
+  // The longest prefix, at most n, that every policy can be truncated to (Policy::rewind_point).
+  size_t rewind_point(size_t n) const;
   const StepCounts& counts() const { return counts_; }
   // The KV cache format a policy asks for (none: the default F16).
   const std::optional<KvFormat>& kv_format() const { return kv_format_; }
@@ -79,7 +80,7 @@ class PolicyStack {
   std::vector<Policy*> owners_;                  // [hook][layer], decision hooks
   std::vector<std::vector<Policy*>> observers_;  // [hook][layer], observation hooks
   std::vector<Policy*> evictors_;                // policies owning evictions on some layer
-  bool ranks_whole_calls_ = false, rewinds_ = true;
+  bool ranks_whole_calls_ = false;
   std::optional<KvFormat> kv_format_;
 
   DecisionLog* log_ = nullptr;

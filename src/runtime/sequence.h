@@ -25,7 +25,8 @@ class Sequence {
   const PolicyStack* policies() const { return policies_.get(); }
   PolicyStack* policies() { return policies_.get(); }
   bool ranks_whole_calls() const { return policies_ && policies_->ranks_whole_calls(); }
-  bool rewinds() const { return !policies_ || policies_->rewinds(); }
+  // The longest prefix, at most n positions, that truncate can keep with the policies' state exact.
+  size_t rewind_point(size_t n) const { return policies_ ? policies_->rewind_point(n) : n; }
   // Records the policies' decisions into `log` until set_decision_log(nullptr).
   void set_decision_log(DecisionLog* log);
   // After the last batch of a forward call: the policies' evictions. A call is what the policies

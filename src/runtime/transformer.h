@@ -52,7 +52,7 @@ class Transformer {
   void set_policies(std::unique_ptr<PolicyStack> policies) { seq_.set_policies(std::move(policies)); }
   const PolicyStack* policies() const { return seq_.policies(); }
   bool ranks_whole_calls() const { return seq_.ranks_whole_calls(); }
-  bool rewinds() const { return seq_.rewinds(); }
+  size_t rewind_point(size_t n) const { return seq_.rewind_point(n); }
   // Records the policies' decisions into `log` until set_decision_log(nullptr).
   void set_decision_log(DecisionLog* log) { seq_.set_decision_log(log); }
 

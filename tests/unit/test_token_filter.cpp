@@ -232,6 +232,32 @@ TEST(TokenFilterPolicy, PrefixReuseContinuesAsIfTheSuffixNeverRan) {
   }
 }
 
+// The anchors of old positions are kept only at checkpoints (every 256th step): a rewind past the
+// recent ones goes back to the checkpoint before it, and the tokens from there on run again.
+TEST(TokenFilterPolicy, RewindsPastTheRecentAnchorsFromACheckpoint) {
+  const KvStream s = random_stream(1000, 5), other = random_stream(1000, 6);
+  for (const char* spec : {"tokenfilter:ratio=0.3,tail=0.8", "tokenfilter:ratio=0.3,tail=0.8,anchor=mean"}) {
+    auto fresh = bound_filter(spec), reused = bound_filter(spec);
+    const std::vector<uint8_t> want = skips(*fresh, 2, s, 0, 1000, 0);
+    std::vector<uint8_t> got = skips(*reused, 2, s, 0, 256, 0);
+    skips(*reused, 2, other, 256, 644, 256);  // another continuation to position 900
+    EXPECT_EQ(reused->rewind_point(700), 700u) << spec;  // recent: exact anywhere
+    EXPECT_EQ(reused->rewind_point(300), 256u) << spec;  // older: the checkpoint before
+    EXPECT_EQ(reused->rewind_point(256), 256u) << spec;
+    EXPECT_THROW(reused->truncate(300), Error) << spec;  // refused, state untouched
+    reused->truncate(256);
+    const std::vector<uint8_t> rest = skips(*reused, 2, s, 256, 744, 256);
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, want) << spec;
+    EXPECT_EQ(reused->threshold(2), fresh->threshold(2)) << spec;
+    // Back into the recent anchors of this history: exact again, with no checkpoint involved.
+    const std::vector<uint8_t> tail_want(want.end() - 100, want.end());
+    ASSERT_EQ(reused->rewind_point(900), 900u) << spec;
+    reused->truncate(900);
+    EXPECT_EQ(skips(*reused, 2, s, 900, 100, 900), tail_want) << spec;
+  }
+}
+
 TEST(TokenFilterPolicy, StateRunCarriesTheControllerAcrossSequences) {
   const KvStream s = random_stream(40, 5);
   auto f = bound_filter("tokenfilter:ratio=0.3,tail=0.8,state=run");

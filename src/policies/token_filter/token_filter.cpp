@@ -1,6 +1,7 @@
 #include "policies/token_filter/token_filter.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -75,13 +76,57 @@ void TokenFilter::bind(const Model& model) {
   for (LayerState& s : state_) s.live = initial_;
 }
 
+size_t TokenFilter::LayerState::steps_before(size_t pos) const {
+  return static_cast<size_t>(
+      std::lower_bound(steps.begin(), steps.end(), pos, [](const Step& s, size_t p) { return s.pos < p; }) -
+      steps.begin());
+}
+
+size_t TokenFilter::LayerState::restorable(size_t n_steps) const {
+  if (n_steps == 0 || n_steps - 1 >= recent_first) return n_steps;
+  return n_steps / kCheckpoint * kCheckpoint;
+}
+
+size_t TokenFilter::rewind_point(size_t n) const {
+  if (per_call_) return 0;
+  if (select_ == Select::Random) return n;  // no anchors
+  // A layer moving n back may leave another layer's steps at a point it cannot restore.
+  for (size_t asked = SIZE_MAX; asked != n;) {
+    asked = n;
+    for (uint32_t l : layers_) {
+      const LayerState& s = state_[l];
+      const size_t keep = s.steps_before(n), exact = s.restorable(keep);
+      if (exact < keep) n = s.steps[exact].pos;  // truncating there keeps `exact` steps
+    }
+  }
+  return n;
+}
+
 void TokenFilter::truncate(size_t n_past) {
+  if (select_ != Select::Random) {
+    for (uint32_t l : layers_) {
+      const size_t keep = state_[l].steps_before(n_past);
+      TS_CHECK(state_[l].restorable(keep) == keep, "policy tokenfilter: cannot rewind to position ", n_past,
+               " (rewind_point gives the nearest one it can)");
+    }
+  }
+  const size_t width = 2 * kv_dim_;
   for (uint32_t l : layers_) {
     LayerState& s = state_[l];
-    const auto keep = std::lower_bound(s.steps.begin(), s.steps.end(), n_past,
-                                       [](const Step& step, size_t n) { return step.pos < n; });
-    s.steps.erase(keep, s.steps.end());
-    s.anchors.resize(s.steps.size() * 2 * kv_dim_);
+    const size_t keep = s.steps_before(n_past);
+    s.steps.resize(keep);
+    if (select_ == Select::Random) continue;
+    if (keep == 0) {
+      s.recent.clear();
+      s.recent_first = 0;
+    } else if (keep - 1 >= s.recent_first) {
+      s.recent.resize((keep - s.recent_first) * width);
+    } else {  // keep is a multiple of kCheckpoint
+      const auto checkpoint = s.checkpoints.begin() + static_cast<std::ptrdiff_t>((keep / kCheckpoint - 1) * width);
+      s.recent.assign(checkpoint, checkpoint + static_cast<std::ptrdiff_t>(width));
+      s.recent_first = keep - 1;
+    }
+    s.checkpoints.resize(keep / kCheckpoint * width);
   }
 }
 
@@ -101,14 +146,22 @@ std::optional<float> TokenFilter::advance(LayerState& s, size_t pos, const float
     return uniform_at(seed_, &s - state_.data(), pos);
   }
   const size_t width = 2 * kv_dim_;
-  s.anchors.resize(s.anchors.size() + width);
-  float* anchor_k = &s.anchors[s.anchors.size() - width];
+  if (s.recent.size() == 2 * kCheckpoint * width) {  // the older half is past recent reach
+    s.recent.erase(s.recent.begin(), s.recent.begin() + static_cast<std::ptrdiff_t>(kCheckpoint * width));
+    s.recent_first += kCheckpoint;
+  }
+  s.recent.resize(s.recent.size() + width);
+  float* anchor_k = latest_anchors(s);
   float* anchor_v = anchor_k + kv_dim_;
+  const auto push = [&] {
+    s.steps.push_back(step);
+    if (s.steps.size() % kCheckpoint == 0) s.checkpoints.insert(s.checkpoints.end(), anchor_k, anchor_k + width);
+  };
   if (first) {
     std::copy(key, key + kv_dim_, anchor_k);
     std::copy(value, value + kv_dim_, anchor_v);
     step.n_tokens = 1;
-    s.steps.push_back(step);
+    push();
     return std::nullopt;
   }
   std::copy(anchor_k - width, anchor_k, anchor_k);  // the previous position's anchors
@@ -134,7 +187,7 @@ std::optional<float> TokenFilter::advance(LayerState& s, size_t pos, const float
     sv.var = step.var_v;
   }
   ++step.n_tokens;
-  s.steps.push_back(step);
+  push();
   return fused_score(fusion_, sk, sv);
 }
 

@@ -23,9 +23,12 @@
 // applies to all its tokens (Alg. 1 literally). With `kv` skipped tokens' K/V are not cached
 // (Fig. 3's memory saving) or are cached.
 // Keys are post-RoPE (as cached). The first token of a sequence seeds the anchors and never
-// skips. Anchors, thresholds and counts are kept per position so that a truncated sequence (prefix
-// reuse) continues exactly as if the suffix had never run: 2·kv_dim floats per filtered layer and
-// position.
+// skips. Thresholds and counts are kept per position so that a truncated sequence (prefix reuse)
+// continues exactly as if the suffix had never run. The anchors (2·kv_dim floats per filtered
+// layer) depend on every float key and value before them, which the F16 cache does not keep, so
+// they are kept for the latest positions and at checkpoints: a rewind further back than the
+// recent ones restarts from the checkpoint before it (rewind_point) and recomputes the rest.
+// Per position they would outweigh the F16 cache itself (189 MB for SmolLM2 at 8K positions).
 #include <optional>
 
 #include "policies/token_filter/kv_similarity.h"
@@ -43,6 +46,7 @@ class TokenFilter final : public Policy {
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override { return {{Hook::SkipAttention, layers_}}; }
   bool ranks_whole_calls() const override { return per_call_; }
+  size_t rewind_point(size_t n) const override;
   void truncate(size_t n_past) override;
   void skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
                       AttentionSkips& out) override;
@@ -59,18 +63,28 @@ class TokenFilter final : public Policy {
     double threshold = 0;
     SkipCount count;
   };
-  // What a filtered layer knows after one position; its anchors are the matching rows of anchors.
+  // What a filtered layer knows after one position.
   struct Step {
     uint32_t pos = 0;
     uint32_t n_tokens = 0;       // tokens averaged into the anchors
     float var_k = 0, var_v = 0;  // running variance over heads (variance=running)
     Controller controller;       // state=sequence
   };
+  // The anchors after a step: anchor key then anchor value, kv_dim each. Those of steps
+  // recent_first.. are rows of recent; those of every kCheckpoint-th step (steps kCheckpoint - 1,
+  // 2·kCheckpoint - 1, ...) rows of checkpoints.
   struct LayerState {
     std::vector<Step> steps;
-    std::vector<float> anchors;  // per step: anchor key then anchor value, kv_dim each
-    Controller live;             // state=run
+    std::vector<float> recent;
+    size_t recent_first = 0;
+    std::vector<float> checkpoints;
+    Controller live;  // state=run
+    // How many steps are before position pos; and how many of them a truncation can keep exactly.
+    size_t steps_before(size_t pos) const;
+    size_t restorable(size_t n_steps) const;
   };
+  static constexpr size_t kCheckpoint = 256;
+  float* latest_anchors(LayerState& s) { return s.recent.data() + s.recent.size() - 2 * kv_dim_; }
 
   // The controller deciding the layer's next token (a new sequence's: the initial one).
   Controller& controller_of(LayerState& s) { return run_state_ ? s.live : s.steps.back().controller; }
