@@ -18,6 +18,9 @@ constexpr size_t kMinKeyChunk = 256;
 constexpr size_t kMinCombinePairs = 16;
 // Positions per query tile (attend): rows in one aligned run of kQueryTile positions share keys.
 constexpr size_t kQueryTile = 8;
+// Rows per pass of attend over a long call (a prompt ranked whole): bounds the partial results,
+// which for every row at once would be the largest scratch of the call (SmolLM2 at 8192: 38 MB).
+constexpr size_t kAttendRows = 512;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -69,9 +72,10 @@ std::span<const uint32_t> ForwardPass::attended_keys(const KvCache& cache, size_
 // Keys per work item for `streams` key streams of at most n_keys_max keys: whole streams when
 // there are enough of them for the threads, else chunks of at least
 // kMinKeyChunk keys. Sizes the partials for (stream, chunk or one of
-// extra_parts, query), with `queries` queries per stream (default: the query heads of a group).
+// extra_parts, query), with `queries` queries per stream (default: the query heads of a group),
+// for at most sized_streams streams at once.
 ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t streams, size_t n_keys_max,
-                                                    size_t queries, size_t extra_parts) {
+                                                    size_t queries, size_t extra_parts, size_t sized_streams) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
   if (queries == 0) queries = group;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
@@ -80,7 +84,7 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t st
     chunk = std::max(kMinKeyChunk, ceil_div(n_keys_max, ceil_div(want_tasks, streams)));
   chunk = std::max<size_t>(chunk, 1);
   const size_t n_chunks = ceil_div(std::max<size_t>(n_keys_max, 1), chunk),
-               parts = streams * (n_chunks + extra_parts) * queries;
+               parts = std::min(streams, sized_streams) * (n_chunks + extra_parts) * queries;
   p.m.resize(parts);
   p.l.resize(parts);
   p.acc.resize(parts * hd);
@@ -102,6 +106,47 @@ ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t st
 // chunk); on quantized caches a tile is one row and its keys are all in the chunks.
 void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_only) {
   const ModelConfig& c = model_.config();
+  const size_t pos0 = s.pos0, group = c.n_heads / c.n_kv_heads;
+  const KvCache& cache = s.cache();
+  const RowSet& rows = s.rows.attn;
+  // Rows of a sliding-window layer start their keys at different positions: no shared tiles.
+  const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
+  p.tile_first_row.clear();
+  p.row_tile.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == 0 || !tiled || (pos0 + rows[i]) / kQueryTile != (pos0 + rows[i - 1]) / kQueryTile)
+      p.tile_first_row.push_back(i);
+    p.row_tile[i] = p.tile_first_row.size() - 1;
+  }
+  const size_t n_tiles = p.tile_first_row.size();
+  p.tile_first_row.push_back(rows.size());
+  // The keys a tile attends together: before its aligned first position, or all of a lone row's
+  // (looked up once per tile: on a windowed layer each lookup is a search of the held positions).
+  p.tile_keys.resize(n_tiles);
+  size_t n_keys_max = 0;
+  for (size_t t = 0; t < n_tiles; ++t) {
+    const size_t first = p.tile_first_row[t];
+    const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
+    p.tile_keys[t] = !tiled        ? attended_keys(cache, layer, pos0 + rows[first])
+                     : aligned > 0 ? cache.held(layer, aligned - 1)
+                                   : std::span<const uint32_t>{};
+    n_keys_max = std::max(n_keys_max, p.tile_keys[t].size());
+  }
+  const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
+  // The chunking follows the whole call (so it does not depend on the passes); the partials are
+  // sized for one pass of tiles holding about kAttendRows rows.
+  const size_t tiles_per_pass = std::max<size_t>(1, kAttendRows / (tiled ? kQueryTile : 1));
+  const KeyChunks plan = plan_key_chunks(p, n_tiles * c.n_kv_heads, n_keys_max, tile_queries, tails,
+                                         tiles_per_pass * c.n_kv_heads);
+  for (size_t t0 = 0; t0 < n_tiles; t0 += tiles_per_pass)
+    attend_tiles(s, layer, p, plan, t0, std::min(n_tiles, t0 + tiles_per_pass), inline_only);
+}
+
+// attend's work on query tiles t0..t1: each (tile, KV head, key chunk)'s partial result, then each
+// row's tail and merge into its output.
+void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const KeyChunks& plan, size_t t0,
+                               size_t t1, bool inline_only) {
+  const ModelConfig& c = model_.config();
   const size_t d = c.q_dim, hd = c.head_dim, pos0 = s.pos0;
   KvCache& cache = s.cache();
   const float* q_rows = &q_[s.q0 * d];
@@ -120,34 +165,10 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
   const uint16_t* key_rows = cache.quantized() ? nullptr : cache.key_head(layer, 0);
   const uint16_t* value_rows = cache.quantized() ? nullptr : cache.value_head(layer, 0);
   const size_t head_stride = cache.head_stride();
-  // Rows of a sliding-window layer start their keys at different positions: no shared tiles.
   const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
   const uint32_t* held_base = cache.held(layer, 0).data();
-
-  p.tile_first_row.clear();
-  p.row_tile.resize(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i == 0 || !tiled || (pos0 + rows[i]) / kQueryTile != (pos0 + rows[i - 1]) / kQueryTile)
-      p.tile_first_row.push_back(i);
-    p.row_tile[i] = p.tile_first_row.size() - 1;
-  }
-  const size_t n_tiles = p.tile_first_row.size();
-  p.tile_first_row.push_back(rows.size());
-  // The keys a tile attends together: before its aligned first position, or all of a lone row's
-  // (looked up once per tile: on a windowed layer each lookup is a search of the held positions).
-  p.tile_keys.resize(n_tiles);
-  size_t n_keys_max = 0;
-  for (size_t t = 0; t < n_tiles; ++t) {
-    const size_t first = p.tile_first_row[t];
-    const size_t aligned = (pos0 + rows[first]) / kQueryTile * kQueryTile;
-    p.tile_keys[t] = !tiled        ? keys_of(first)
-                     : aligned > 0 ? cache.held(layer, aligned - 1)
-                                   : std::span<const uint32_t>{};
-    n_keys_max = std::max(n_keys_max, p.tile_keys[t].size());
-  }
   const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
-  const size_t streams = n_tiles * c.n_kv_heads;
-  const KeyChunks plan = plan_key_chunks(p, streams, n_keys_max, tile_queries, tails);
+  const size_t streams = (t1 - t0) * c.n_kv_heads;
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
   const float scale = c.attn_scale;
   for_items(
@@ -156,7 +177,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
         thread_local std::vector<float> q_buf;  // a tile's queries of one KV head, side by side
         for (size_t task = b; task < e; ++task) {
           const size_t stream = balanced(task / n_chunks, streams), ci = task % n_chunks;
-          const size_t t = stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = p.tile_first_row[t];
+          const size_t t = t0 + stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = p.tile_first_row[t];
           const size_t n_rows = p.tile_first_row[t + 1] - i0, n_q = n_rows * group;
           const std::span<const uint32_t> keys = p.tile_keys[t];
           const size_t start = ci * chunk, slot = (stream * slots + ci) * tile_queries;
@@ -184,12 +205,13 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
         }
       },
       plan.min_items);
+  const size_t r0 = p.tile_first_row[t0], r1 = p.tile_first_row[t1];
   for_items(
-      rows.size() * c.n_kv_heads,
+      (r1 - r0) * c.n_kv_heads,
       [&](size_t b, size_t e, int) {
         for (size_t pair = b; pair < e; ++pair) {
-          const size_t i = pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = p.row_tile[i];
-          const size_t stream = t * c.n_kv_heads + kvh;
+          const size_t i = r0 + pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = p.row_tile[i];
+          const size_t stream = (t - t0) * c.n_kv_heads + kvh;
           const size_t first = stream * slots * tile_queries + (i - p.tile_first_row[t]) * group;
           if (tails) {  // keys after the tile's shared ones, up to this row's own position
             const size_t from = p.tile_keys[t].size(), to = keys_of(i).size(),

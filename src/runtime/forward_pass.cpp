@@ -33,7 +33,6 @@ void ForwardPass::resize_scratch(size_t n_tok) {
   const size_t d = c.n_embd, kv = c.kv_dim();
   x_.resize(n_tok * d);
   xn_.resize(n_tok * d);
-  xg_.resize(n_tok * d);
   q_.resize(n_tok * c.q_dim);
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
@@ -118,6 +117,7 @@ void ForwardPass::output_logits(const LogitsSink& on_logits) {
     const auto batch_row = [&](size_t i) { return slices_[logit_rows_[i].slice].row0 + logit_rows_[i].row; };
     const float* x = &x_[batch_row(at) * d];
     if (batch_row(at + n - 1) - batch_row(at) != n - 1) {  // not one run of rows: gather them
+      xg_.resize(std::max(xg_.size(), n * d));
       for (size_t i = 0; i < n; ++i) std::copy_n(&x_[batch_row(at + i) * d], d, &xg_[i * d]);
       x = xg_.data();
     }

@@ -96,8 +96,10 @@ class ForwardPass {
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
   };
+  void attend_tiles(Slice& s, size_t layer, AttentionParts& parts, const KeyChunks& plan, size_t t0, size_t t1,
+                    bool inline_only);
   KeyChunks plan_key_chunks(AttentionParts& parts, size_t streams, size_t n_keys_max, size_t queries = 0,
-                            size_t extra_parts = 0);
+                            size_t extra_parts = 0, size_t sized_streams = SIZE_MAX);
   LayerInput layer_input(const Slice& s, size_t layer) const;
   void resize_scratch(size_t n_tok);
 
@@ -112,7 +114,7 @@ class ForwardPass {
 
   // Activations of the current batch, row-major [token][feature], the slices' rows side by side.
   // Steps on a token subset use compact rows of q_, k_, v_, attn_out_, gate_, up_, xn_; xg_ holds
-  // gathered inputs.
+  // gathered inputs, sized when a gather needs it (a whole prompt's call rarely gathers all rows).
   std::vector<float> x_, xn_, xg_, q_, k_, v_, attn_out_, gate_, up_, logits_;
   std::vector<std::vector<float>> rope_cos_,
       rope_sin_;  // per RoPE of the model: rope_tables() of each batch row

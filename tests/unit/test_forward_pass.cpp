@@ -200,6 +200,35 @@ TEST(ForwardPass, SmolLM2SequencesBatchedGiveTheirAloneResults) {
                               2, *model);
 }
 
+// A call longer than 512 rows in one batch (as a prompt ranked whole runs) goes through the FFN and
+// attention in 512-row passes: each row's logits are those of the same tokens in 512-row batches.
+void expect_one_long_batch_equals_batches(const Model& model, int threads) {
+  ThreadPool pool(threads);
+  ForwardPass pass(model, pool);
+  const size_t n = 1100, n_vocab = model.config().n_vocab;
+  const auto tokens = random_tokens(n, 21);
+  const auto collect = [&](std::vector<float>& all) {
+    all.assign(n * n_vocab, 0.0f);
+    return [&all, n_vocab](size_t row, std::span<const float> logits) {
+      std::copy(logits.begin(), logits.end(), all.begin() + static_cast<std::ptrdiff_t>(row * n_vocab));
+    };
+  };
+  Sequence whole(model.config(), n), batched(model.config(), n);
+  std::vector<float> one, pieces;
+  const std::vector<SequenceStep> step = {{&whole, tokens, 0}};
+  const auto sink_one = collect(one);
+  pass.run(step, [&](size_t, size_t row, std::span<const float> logits) { sink_one(row, logits); });
+  run_call(pass, batched, tokens, 0, collect(pieces));
+  EXPECT_TRUE(same_bits(one, pieces)) << threads << " threads";
+}
+
+TEST(ForwardPass, OneLongBatchGivesTheLogitsOfShortBatches) {
+  for (int threads : {1, 2}) expect_one_long_batch_equals_batches(stories(), threads);
+  const std::string path = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "SmolLM2 not present (tools/setup.sh fetches it)";
+  expect_one_long_batch_equals_batches(*Model::load(path), 2);
+}
+
 TEST(ForwardPass, RejectsABadStepBeforeRunningAny) {
   ThreadPool pool(1);
   ForwardPass pass(stories(), pool);
