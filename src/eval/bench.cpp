@@ -91,10 +91,11 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
     for (auto& seq : config_seqs)
       run_call(pass, *seq, random_tokens(std::min<size_t>(16, n_ctx - 1), c.n_vocab, rng), 15, ignore);
   std::vector<SequenceStep> steps(p.n_seq);
+  // One context for every repetition: a sequence rewound to a checkpoint refills the rest of it.
+  const auto context = random_tokens(p.depth, c.n_vocab, rng);
   for (int rep = 0; rep < p.reps; ++rep) {
     // Every configuration sees the same tokens in a repetition.
     const auto prompt = random_tokens(p.n_prompt, c.n_vocab, rng);
-    const auto context = random_tokens(p.depth, c.n_vocab, rng);
     const auto gen = random_tokens(p.n_gen, c.n_vocab, rng);
     for (size_t i = 0; i < configs.size(); ++i) {
       Sequence& first = *seqs[i][0];

@@ -24,6 +24,9 @@ constexpr size_t kAttendRows = 512;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+// attend's queries per (tile, KV head): the group's heads of each row of a tile.
+size_t tile_queries(bool tiled, size_t group) { return (tiled ? kQueryTile : 1) * group; }
+
 // Item i of n work items whose cost grows with their number (causal attention: later positions
 // have more keys), in the order 0, n-1, 1, n-2, ...: the pool cuts that order into contiguous
 // chunks, which then hold about as much work as each other (in item order the last chunk of a
@@ -75,7 +78,8 @@ std::span<const uint32_t> ForwardPass::attended_keys(const KvCache& cache, size_
 // extra_parts, query), with `queries` queries per stream (default: the query heads of a group),
 // for at most sized_streams streams at once.
 ForwardPass::KeyChunks ForwardPass::plan_key_chunks(AttentionParts& p, size_t streams, size_t n_keys_max,
-                                                    size_t queries, size_t extra_parts, size_t sized_streams) {
+                                                    size_t queries, size_t extra_parts,
+                                                    size_t sized_streams) {
   const size_t group = model_.config().n_heads / model_.config().n_kv_heads, hd = model_.config().head_dim;
   if (queries == 0) queries = group;
   const size_t want_tasks = 4 * static_cast<size_t>(pool_.size());
@@ -110,7 +114,7 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
   const KvCache& cache = s.cache();
   const RowSet& rows = s.rows.attn;
   // Rows of a sliding-window layer start their keys at different positions: no shared tiles.
-  const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
+  const bool tiled = p.tiled = !cache.quantized() && c.layers[layer].window == 0;
   p.tile_first_row.clear();
   p.row_tile.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -132,12 +136,12 @@ void ForwardPass::attend(Slice& s, size_t layer, AttentionParts& p, bool inline_
                                    : std::span<const uint32_t>{};
     n_keys_max = std::max(n_keys_max, p.tile_keys[t].size());
   }
-  const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
   // The chunking follows the whole call (so it does not depend on the passes); the partials are
-  // sized for one pass of tiles holding about kAttendRows rows.
-  const size_t tiles_per_pass = std::max<size_t>(1, kAttendRows / (tiled ? kQueryTile : 1));
-  const KeyChunks plan = plan_key_chunks(p, n_tiles * c.n_kv_heads, n_keys_max, tile_queries, tails,
-                                         tiles_per_pass * c.n_kv_heads);
+  // sized for one pass. Passes of equal tiles, each at most about kAttendRows rows.
+  const size_t max_tiles = std::max<size_t>(1, kAttendRows / (tiled ? kQueryTile : 1));
+  const size_t n_passes = ceil_div(n_tiles, max_tiles), tiles_per_pass = ceil_div(n_tiles, n_passes);
+  const KeyChunks plan = plan_key_chunks(p, n_tiles * c.n_kv_heads, n_keys_max, tile_queries(tiled, group),
+                                         tiled ? 1 : 0, tiles_per_pass * c.n_kv_heads);
   for (size_t t0 = 0; t0 < n_tiles; t0 += tiles_per_pass)
     attend_tiles(s, layer, p, plan, t0, std::min(n_tiles, t0 + tiles_per_pass), inline_only);
 }
@@ -148,7 +152,7 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
                                size_t t1, bool inline_only) {
   const ModelConfig& c = model_.config();
   const size_t d = c.q_dim, hd = c.head_dim, pos0 = s.pos0;
-  KvCache& cache = s.cache();
+  const KvCache& cache = s.cache();
   const float* q_rows = &q_[s.q0 * d];
   float* out = &attn_out_[s.attn0 * d];
   const size_t group = c.n_heads / c.n_kv_heads;
@@ -165,9 +169,8 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
   const uint16_t* key_rows = cache.quantized() ? nullptr : cache.key_head(layer, 0);
   const uint16_t* value_rows = cache.quantized() ? nullptr : cache.value_head(layer, 0);
   const size_t head_stride = cache.head_stride();
-  const bool tiled = !cache.quantized() && c.layers[layer].window == 0;
   const uint32_t* held_base = cache.held(layer, 0).data();
-  const size_t tile_queries = (tiled ? kQueryTile : 1) * group, tails = tiled ? 1 : 0;
+  const size_t n_queries = tile_queries(p.tiled, group), tails = p.tiled ? 1 : 0;  // a tail per row
   const size_t streams = (t1 - t0) * c.n_kv_heads;
   const size_t chunk = plan.chunk, n_chunks = plan.n_chunks, slots = n_chunks + tails;
   const float scale = c.attn_scale;
@@ -180,7 +183,7 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
           const size_t t = t0 + stream / c.n_kv_heads, kvh = stream % c.n_kv_heads, i0 = p.tile_first_row[t];
           const size_t n_rows = p.tile_first_row[t + 1] - i0, n_q = n_rows * group;
           const std::span<const uint32_t> keys = p.tile_keys[t];
-          const size_t start = ci * chunk, slot = (stream * slots + ci) * tile_queries;
+          const size_t start = ci * chunk, slot = (stream * slots + ci) * n_queries;
           float* m = &p.m[slot];
           float* l = &p.l[slot];
           if (start >= keys.size()) {
@@ -206,30 +209,29 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
       },
       plan.min_items);
   const size_t r0 = p.tile_first_row[t0], r1 = p.tile_first_row[t1];
-  for_items(
-      (r1 - r0) * c.n_kv_heads,
-      [&](size_t b, size_t e, int) {
-        for (size_t pair = b; pair < e; ++pair) {
-          const size_t i = r0 + pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = p.row_tile[i];
-          const size_t stream = (t - t0) * c.n_kv_heads + kvh;
-          const size_t first = stream * slots * tile_queries + (i - p.tile_first_row[t]) * group;
-          if (tails) {  // keys after the tile's shared ones, up to this row's own position
-            const size_t from = p.tile_keys[t].size(), to = keys_of(i).size(),
-                         at = first + n_chunks * tile_queries;
-            if (to > from) {
-              const size_t row = kvh * head_stride + from * hd;
-              k.attn_chunk(&q_rows[i * d + kvh * group * hd], group, key_rows + row, value_rows + row, hd,
-                           to - from, hd, scale, &p.m[at], &p.l[at], &p.acc[at * hd]);
-            } else {
-              std::fill_n(&p.l[at], group, 0.0f);
-            }
-          }
-          for (size_t g = 0; g < group; ++g)
-            merge_parts(p.m, p.l, p.acc, first + g, tile_queries, slots, hd,
-                        &out[i * d + (kvh * group + g) * hd]);
-        }
-      },
-      kMinCombinePairs);
+  for_items((r1 - r0) * c.n_kv_heads,
+            [&](size_t b, size_t e, int) {
+              for (size_t pair = b; pair < e; ++pair) {
+                const size_t i = r0 + pair / c.n_kv_heads, kvh = pair % c.n_kv_heads, t = p.row_tile[i];
+                const size_t stream = (t - t0) * c.n_kv_heads + kvh;
+                const size_t first = stream * slots * n_queries + (i - p.tile_first_row[t]) * group;
+                if (tails) {  // keys after the tile's shared ones, up to this row's own position
+                  const size_t from = p.tile_keys[t].size(), to = keys_of(i).size(),
+                               at = first + n_chunks * n_queries;
+                  if (to > from) {
+                    const size_t row = kvh * head_stride + from * hd;
+                    k.attn_chunk(&q_rows[i * d + kvh * group * hd], group, key_rows + row, value_rows + row,
+                                 hd, to - from, hd, scale, &p.m[at], &p.l[at], &p.acc[at * hd]);
+                  } else {
+                    std::fill_n(&p.l[at], group, 0.0f);
+                  }
+                }
+                for (size_t g = 0; g < group; ++g)
+                  merge_parts(p.m, p.l, p.acc, first + g, n_queries, slots, hd,
+                              &out[i * d + (kvh * group + g) * hd]);
+              }
+            },
+            kMinCombinePairs);
 }
 
 // Attention of a slice's rows.attn over explicit key lists, for policies that select keys per (row, query

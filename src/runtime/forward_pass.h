@@ -86,6 +86,7 @@ class ForwardPass {
   struct AttentionParts {
     std::vector<float> m, l, acc;  // per item: max score, softmax denominator, value sums
     std::vector<size_t> tile_first_row, row_tile;
+    bool tiled = false;  // tiles of the rows in one aligned run of positions, else one row each
     std::vector<std::span<const uint32_t>> tile_keys;  // the keys each query tile attends together
   };
   // inline_only: every work item on the calling thread (the caller shares slices among threads).
@@ -96,8 +97,8 @@ class ForwardPass {
   struct KeyChunks {
     size_t chunk, n_chunks, min_items;
   };
-  void attend_tiles(Slice& s, size_t layer, AttentionParts& parts, const KeyChunks& plan, size_t t0, size_t t1,
-                    bool inline_only);
+  void attend_tiles(Slice& s, size_t layer, AttentionParts& parts, const KeyChunks& plan, size_t t0,
+                    size_t t1, bool inline_only);
   KeyChunks plan_key_chunks(AttentionParts& parts, size_t streams, size_t n_keys_max, size_t queries = 0,
                             size_t extra_parts = 0, size_t sized_streams = SIZE_MAX);
   LayerInput layer_input(const Slice& s, size_t layer) const;
@@ -123,8 +124,8 @@ class ForwardPass {
     uint32_t slice, row;  // row of the slice's step
   };
   std::vector<LogitRow> logit_rows_;  // output_logits: the rows asked for, in step order
-  // Per pool thread. Items: per (token, KV head, key chunk, query head in group); attend_listed
-  // (parts_[0]): per (gather, key chunk, query head in gather).
+  // Per pool thread. attend: per (query tile of one pass, KV head, key chunk or the rows' tails,
+  // query in tile); attend_listed (parts_[0]): per (gather, key chunk, query head in gather).
   std::vector<AttentionParts> parts_;
   std::vector<Slice*> side_by_side_;  // attention_block: slices small enough to attend on one thread
   // Attention over key lists: per (row, query head) the keys read, the policy's lists, probabilities.

@@ -11,8 +11,9 @@ Sequence::Sequence(const ModelConfig& config, size_t n_ctx)
       cache_(config.n_layers, n_ctx, size_t{config.n_kv_heads} * config.head_dim, config.head_dim) {}
 
 void Sequence::truncate(size_t n) {
-  cache_.set_size(std::min(n, cache_.size()));
-  if (policies_) policies_->truncate(n_past());
+  n = std::min(n, cache_.size());
+  if (policies_) policies_->truncate(n);  // first: a policy refusing n leaves the cache as it was
+  cache_.set_size(n);
 }
 
 void Sequence::set_policies(std::unique_ptr<PolicyStack> policies) {

@@ -18,7 +18,8 @@ class Sequence {
 
   size_t n_past() const { return cache_.size(); }
   size_t n_ctx() const { return cache_.capacity(); }
-  // Forgets cached positions >= n (e.g. to start a new window or reuse a shared prefix).
+  // Forgets cached positions >= n: to start a new window (0), or to reuse a shared prefix of n
+  // positions, where n must be a rewind_point answer (a policy may refuse another with ts::Error).
   void truncate(size_t n);
   // Policies for the following calls (nullptr: dense); only between sequences (n_past() == 0).
   void set_policies(std::unique_ptr<PolicyStack> policies);

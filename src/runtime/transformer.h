@@ -43,7 +43,7 @@ class Transformer {
 
   size_t n_past() const { return seq_.n_past(); }
   size_t n_ctx() const { return seq_.n_ctx(); }
-  // Forgets cached positions >= n (e.g. to start a new window or reuse a shared prefix).
+  // Forgets cached positions >= n (Sequence::truncate: n is 0 or a rewind_point answer).
   void truncate(size_t n) { seq_.truncate(n); }
   const KvCache& cache() const { return seq_.cache(); }
   const Model& model() const { return pass_.model(); }

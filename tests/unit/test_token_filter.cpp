@@ -240,7 +240,7 @@ TEST(TokenFilterPolicy, RewindsPastTheRecentAnchorsFromACheckpoint) {
     auto fresh = bound_filter(spec), reused = bound_filter(spec);
     const std::vector<uint8_t> want = skips(*fresh, 2, s, 0, 1000, 0);
     std::vector<uint8_t> got = skips(*reused, 2, s, 0, 256, 0);
-    skips(*reused, 2, other, 256, 644, 256);  // another continuation to position 900
+    skips(*reused, 2, other, 256, 644, 256);             // another continuation to position 900
     EXPECT_EQ(reused->rewind_point(700), 700u) << spec;  // recent: exact anywhere
     EXPECT_EQ(reused->rewind_point(300), 256u) << spec;  // older: the checkpoint before
     EXPECT_EQ(reused->rewind_point(256), 256u) << spec;

@@ -107,7 +107,7 @@ void TokenFilter::truncate(size_t n_past) {
     for (uint32_t l : layers_) {
       const size_t keep = state_[l].steps_before(n_past);
       TS_CHECK(state_[l].restorable(keep) == keep, "policy tokenfilter: cannot rewind to position ", n_past,
-               " (rewind_point gives the nearest one it can)");
+               " (rewind_point gives the nearest earlier one it can)");
     }
   }
   const size_t width = 2 * kv_dim_;
@@ -122,7 +122,8 @@ void TokenFilter::truncate(size_t n_past) {
     } else if (keep - 1 >= s.recent_first) {
       s.recent.resize((keep - s.recent_first) * width);
     } else {  // keep is a multiple of kCheckpoint
-      const auto checkpoint = s.checkpoints.begin() + static_cast<std::ptrdiff_t>((keep / kCheckpoint - 1) * width);
+      const auto checkpoint =
+          s.checkpoints.begin() + static_cast<std::ptrdiff_t>((keep / kCheckpoint - 1) * width);
       s.recent.assign(checkpoint, checkpoint + static_cast<std::ptrdiff_t>(width));
       s.recent_first = keep - 1;
     }
@@ -155,7 +156,8 @@ std::optional<float> TokenFilter::advance(LayerState& s, size_t pos, const float
   float* anchor_v = anchor_k + kv_dim_;
   const auto push = [&] {
     s.steps.push_back(step);
-    if (s.steps.size() % kCheckpoint == 0) s.checkpoints.insert(s.checkpoints.end(), anchor_k, anchor_k + width);
+    if (s.steps.size() % kCheckpoint == 0)
+      s.checkpoints.insert(s.checkpoints.end(), anchor_k, anchor_k + width);
   };
   if (first) {
     std::copy(key, key + kv_dim_, anchor_k);

@@ -29,6 +29,7 @@
 // they are kept for the latest positions and at checkpoints: a rewind further back than the
 // recent ones restarts from the checkpoint before it (rewind_point) and recomputes the rest.
 // Per position they would outweigh the F16 cache itself (189 MB for SmolLM2 at 8K positions).
+// With state=run the controller is never rewound: tokens that run again after a rewind count again.
 #include <optional>
 
 #include "policies/token_filter/kv_similarity.h"
