@@ -26,7 +26,7 @@ namespace {
 struct TrainOptions {
   ModelOptions model;
   std::vector<std::string> train;
-  size_t tokens = 0, seq = 512, checkpoint_every = 25, stop_after = 0;
+  size_t tokens = 0, seq = 512, checkpoint_every = 25, stop_after = 0, loss_rows = 0;
   uint32_t imp_dim = 16, inter = 128;
   double lr = 1e-3;
   uint64_t seed = 1;
@@ -118,6 +118,7 @@ void train_butler(const TrainOptions& o) {
   t.steps = std::max<size_t>(1, o.tokens / o.seq);
   t.lr = o.lr;
   t.seed = o.seed;
+  t.loss_rows = o.loss_rows;
   ThreadPool pool(o.model.threads);
   ButlerTrainer trainer(*model, pool, cfg, t, std::move(chunks));
   const size_t params = trainer.weights().n_params();
@@ -134,6 +135,7 @@ void train_butler(const TrainOptions& o) {
   std::map<std::string, std::string> meta = {{"model", mc.name},
                                              {"train_tokens", std::to_string(t.steps * o.seq)},
                                              {"seq", std::to_string(o.seq)},
+                                             {"loss_rows", o.loss_rows ? std::to_string(o.loss_rows) : "all"},
                                              {"params", std::to_string(params)}};
   if (o.reschedule) meta["rescheduled_at_step"] = std::to_string(trainer.steps_done());
   Progress progress("train-butler", t.steps);
@@ -173,6 +175,9 @@ void register_train_butler(CLI::App& app) {
   cmd->add_option("--tokens", opts->tokens, "training tokens (steps = tokens / --seq)")->required();
   cmd->add_option("--out", opts->out, "predictor file to write (checkpoint: FILE.ckpt)")->required();
   cmd->add_option("--seq", opts->seq, "tokens per training chunk")->check(CLI::Range(8, 4096));
+  cmd->add_option("--loss-rows", opts->loss_rows,
+                  "query rows of each chunk whose logits enter the loss, drawn per step (default: all)")
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
   cmd->add_option("--d", opts->imp_dim, "importance query/key width d")->check(CLI::Range(2, 256));
   cmd->add_option("--inter", opts->inter, "hidden width I of the importance nets")
       ->check(CLI::Range(1, 65536));

@@ -3,6 +3,7 @@
 // from a checkpoint bit for bit. Small shapes and stories260K only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -171,37 +172,88 @@ TEST(TokenButler, LogitMseGradientMatchesFiniteDifferences) {
   run_with_capture(llm, tokens);
   ButlerWeights w = ButlerWeights::init(c, 13);
   ButlerNet net(w, ops());
-  const auto loss_at = [&](std::vector<float>* dq, std::vector<float>* dk) {
-    ButlerCache cache;
-    ButlerActs acts;
-    net.forward(cap.input().data(), tokens.size(), cache, acts);
-    std::vector<float> q(acts.q_imp.size()), k(acts.k_imp.size());
-    const double loss = butler_mse(c, llm, cap, acts, q.data(), k.data());
-    if (dq) *dq = q, *dk = k;
-    return loss;
-  };
-  std::vector<float> dq, dk;
-  loss_at(&dq, &dk);
-  // Through the whole network: the direction of k_out and q_hidden.
-  ButlerWeights grad = ButlerWeights::zeros(c);
-  {
-    ButlerCache cache;
-    ButlerActs acts;
-    net.forward(cap.input().data(), tokens.size(), cache, acts);
-    net.backward(cap.input().data(), cache, acts, dq.data(), dk.data(), grad);
+  // Every row, and a sample of the rows (the loss of --loss-rows).
+  for (const std::vector<uint32_t>& rows :
+       {loss_rows(tokens.size(), 0, 0), std::vector<uint32_t>{2, 7, 11}}) {
+    const auto loss_at = [&](std::vector<float>* dq, std::vector<float>* dk) {
+      ButlerCache cache;
+      ButlerActs acts;
+      net.forward(cap.input().data(), tokens.size(), cache, acts);
+      std::vector<float> q(acts.q_imp.size()), k(acts.k_imp.size());
+      const double loss = butler_mse(c, llm, cap, acts, rows, pool, q.data(), k.data());
+      if (dq) *dq = q, *dk = k;
+      return loss;
+    };
+    std::vector<float> dq, dk;
+    loss_at(&dq, &dk);
+    // Through the whole network: the direction of k_out and q_hidden.
+    ButlerWeights grad = ButlerWeights::zeros(c);
+    {
+      ButlerCache cache;
+      ButlerActs acts;
+      net.forward(cap.input().data(), tokens.size(), cache, acts);
+      net.backward(cap.input().data(), cache, acts, dq.data(), dk.data(), grad);
+    }
+    for (auto [wt, gt] : {std::pair{&w.k_out, &grad.k_out}, std::pair{&w.q_hidden, &grad.q_hidden}}) {
+      const auto dir = random_floats(wt->size(), 14);
+      double analytic = 0.0;
+      for (size_t j = 0; j < dir.size(); ++j) analytic += double((*gt)[j]) * dir[j];
+      const std::vector<float> saved = *wt;
+      const float eps = 1e-3f;
+      for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] + eps * dir[j];
+      const double up = loss_at(nullptr, nullptr);
+      for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] - eps * dir[j];
+      const double down = loss_at(nullptr, nullptr);
+      *wt = saved;
+      EXPECT_NEAR(analytic, (up - down) / (2 * eps), 2e-2 * std::max(1.0, std::fabs(analytic)))
+          << rows.size() << " rows";
+    }
   }
-  for (auto [wt, gt] : {std::pair{&w.k_out, &grad.k_out}, std::pair{&w.q_hidden, &grad.q_hidden}}) {
-    const auto dir = random_floats(wt->size(), 14);
-    double analytic = 0.0;
-    for (size_t j = 0; j < dir.size(); ++j) analytic += double((*gt)[j]) * dir[j];
-    const std::vector<float> saved = *wt;
-    const float eps = 1e-3f;
-    for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] + eps * dir[j];
-    const double up = loss_at(nullptr, nullptr);
-    for (size_t j = 0; j < dir.size(); ++j) (*wt)[j] = saved[j] - eps * dir[j];
-    const double down = loss_at(nullptr, nullptr);
-    *wt = saved;
-    EXPECT_NEAR(analytic, (up - down) / (2 * eps), 2e-2 * std::max(1.0, std::fabs(analytic)));
+}
+
+// The loss over sampled rows is the mean of their causal squared errors, computed here from the full
+// logit matrices; and the pool's threads, which take a layer's heads, change no bit of it.
+TEST(TokenButler, LogitMseOverSampledRowsAndAnyThreads) {
+  const ButlerConfig c = stories_config();
+  ThreadPool one(1), three(3);
+  Transformer llm(stories(), one, 24);
+  auto capture = std::make_unique<AttentionCapture>(c.first_layer);
+  AttentionCapture& cap = *capture;
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(std::move(capture));
+  llm.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  const auto tokens = stories_chunks(1, 20)[0];
+  run_with_capture(llm, tokens);
+  ButlerWeights w = ButlerWeights::init(c, 17);
+  ButlerCache cache;
+  ButlerActs acts;
+  ButlerNet(w, ops()).forward(cap.input().data(), tokens.size(), cache, acts);
+  const std::vector<uint32_t> rows = loss_rows(tokens.size(), 6, 5);
+  ASSERT_EQ(rows.size(), 6u);
+  ASSERT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_NE(rows, loss_rows(tokens.size(), 6, 6));  // another seed, another sample
+  double sum = 0.0, entries = 0.0;
+  for_each_logit_pair(c, llm, cap, acts, [&](const LogitPair& p) {
+    for (uint32_t i : rows)
+      for (size_t j = 0; j <= i; ++j) {
+        const double diff = double(p.predicted[i * p.n + j]) - p.target[i * p.n + j];
+        sum += diff * diff;
+        entries += 1.0;
+      }
+  });
+  std::vector<float> q1(acts.q_imp.size()), k1(acts.k_imp.size()), q3(q1.size()), k3(k1.size());
+  const double loss1 = butler_mse(c, llm, cap, acts, rows, one, q1.data(), k1.data());
+  const double loss3 = butler_mse(c, llm, cap, acts, rows, three, q3.data(), k3.data());
+  EXPECT_NEAR(loss1, sum / entries, 1e-5 * sum / entries);
+  EXPECT_EQ(loss1, loss3);
+  EXPECT_EQ(q1, q3);
+  EXPECT_EQ(k1, k3);
+  // Only the sampled rows' queries get a gradient.
+  const size_t o = c.n_out();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const bool sampled = std::binary_search(rows.begin(), rows.end(), uint32_t(i));
+    const bool any = std::any_of(&q1[i * o], &q1[(i + 1) * o], [](float g) { return g != 0.0f; });
+    EXPECT_EQ(any, sampled) << "row " << i;
   }
 }
 

@@ -14,6 +14,7 @@ namespace ts {
 ButlerTrainer::ButlerTrainer(const Model& model, ThreadPool& pool, const ButlerConfig& config,
                              ButlerTrainOptions options, std::vector<std::vector<int32_t>> chunks)
     : options_(options),
+      pool_(pool),
       chunks_(std::move(chunks)),
       llm_(model, pool, chunks_.empty() ? 1 : chunks_.front().size()),
       weights_(ButlerWeights::init(config, options.seed)),
@@ -58,7 +59,9 @@ double ButlerTrainer::step() {
   ButlerActs acts;
   net.forward(capture_->input().data(), tokens.size(), cache, acts);
   std::vector<float> d_q(acts.q_imp.size()), d_k(acts.k_imp.size());
-  const double loss = butler_mse(c, llm_, *capture_, acts, d_q.data(), d_k.data());
+  const std::vector<uint32_t> rows =
+      loss_rows(tokens.size(), options_.loss_rows, options_.seed * 1000003u + 7919u * step_ + 1);
+  const double loss = butler_mse(c, llm_, *capture_, acts, rows, pool_, d_q.data(), d_k.data());
   grad_.for_each(
       [](const char*, size_t, size_t, std::vector<float>& t) { std::fill(t.begin(), t.end(), 0.0f); });
   net.backward(capture_->input().data(), cache, acts, d_q.data(), d_k.data(), grad_);

@@ -4,8 +4,9 @@
 // chunk; the predictor's MSE to the logits of layers >= 1 (causal entries) is minimised with
 // AdamW (betas 0.9/0.999, eps 1e-8, weight decay 0.01), linear warm-up over the first 10% of the
 // steps then cosine decay to 0, gradient clipping at norm 20 and steps skipped above 20000.
-// Batch size 1 chunk. The chunk of step s is fixed by (seed, s), so a run resumed from a
-// checkpoint continues bit for bit.
+// Batch size 1 chunk. The chunk of step s, and with loss_rows its query rows in the loss (a
+// sample that makes long chunks affordable: the loss costs n^2 per (layer, head)), are fixed by
+// (seed, s), so a run resumed from a checkpoint continues bit for bit.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,6 +20,7 @@ namespace ts {
 
 struct ButlerTrainOptions {
   size_t steps = 0;
+  size_t loss_rows = 0;  // query rows of a chunk in its loss, drawn per step (0: all)
   double lr = 1e-3, warmup = 0.1, weight_decay = 0.01, clip = 20.0, skip_above = 20000.0;
   uint64_t seed = 1;
 };
@@ -51,6 +53,7 @@ class ButlerTrainer {
   const std::vector<int32_t>& chunk_of(size_t step) const;
 
   ButlerTrainOptions options_;
+  ThreadPool& pool_;
   std::vector<std::vector<int32_t>> chunks_;
   Transformer llm_;
   AttentionCapture* capture_ = nullptr;
