@@ -30,7 +30,7 @@ struct TrainOptions {
   uint32_t imp_dim = 16, inter = 128;
   double lr = 1e-3;
   uint64_t seed = 1;
-  std::string out;
+  std::string out, init;
   bool resume = false, reschedule = false, f16 = false, json = false;
 };
 
@@ -127,6 +127,7 @@ void train_butler(const TrainOptions& o) {
                "predictor: %zu parameters (%.3f%% of the model's %zu); %zu chunks of %zu tokens, %zu steps\n",
                params, pct, model_params(*model), n_chunks, o.seq, t.steps);
   const std::string ckpt = o.out + ".ckpt";
+  if (!o.init.empty()) trainer.start_from(o.init);
   if (o.resume) {
     TS_CHECK(std::filesystem::exists(ckpt), "--resume: no checkpoint ", ckpt);
     trainer.resume(ckpt, o.reschedule);
@@ -137,6 +138,7 @@ void train_butler(const TrainOptions& o) {
                                              {"seq", std::to_string(o.seq)},
                                              {"loss_rows", o.loss_rows ? std::to_string(o.loss_rows) : "all"},
                                              {"params", std::to_string(params)}};
+  if (!o.init.empty()) meta["init"] = o.init;
   if (o.reschedule) meta["rescheduled_at_step"] = std::to_string(trainer.steps_done());
   Progress progress("train-butler", t.steps);
   double loss = 0.0, loss_avg = 0.0;
@@ -187,6 +189,8 @@ void register_train_butler(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--stop-after", opts->stop_after, "stop (with a checkpoint) after this many steps");
   cmd->add_flag("--resume", opts->resume, "continue from FILE.ckpt");
+  cmd->add_option("--init", opts->init, "start from this predictor's weights (fine-tuning; fresh optimizer)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--reschedule", opts->reschedule,
                 "with --resume: the checkpoint may be of a run with another --tokens; this run's schedule "
                 "applies from its step on (not bit-identical to an uninterrupted run)")

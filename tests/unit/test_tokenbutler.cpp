@@ -355,6 +355,20 @@ TEST(TokenButler, TrainingLowersTheLossAndResumesBitForBit) {
   for (size_t s = 3; s < o.steps; ++s) EXPECT_EQ(resumed.step(), losses[s]);
   EXPECT_EQ(resumed.weights().q_out, straight.weights().q_out);
   EXPECT_EQ(resumed.weights().w_in, straight.weights().w_in);
+
+  // Fine-tuning starts from a predictor's weights (its loss, not a fresh one's) with a fresh
+  // optimizer; a predictor of another shape is refused.
+  const std::string trained = testing::TempDir() + "/butler_trained.safetensors";
+  save_butler(trained, {straight.weights(), {}, {}}, false);
+  ButlerTrainer tuned(stories(), pool, c, o, chunks);
+  tuned.start_from(trained);
+  EXPECT_EQ(tuned.weights().q_out, straight.weights().q_out);
+  EXPECT_EQ(tuned.steps_done(), 0u);
+  EXPECT_LT(tuned.step(), losses[0]);
+  ButlerConfig wider = c;
+  wider.inter = c.inter * 2;
+  ButlerTrainer other(stories(), pool, wider, o, chunks);
+  EXPECT_THROW(other.start_from(trained), Error);
 }
 
 std::vector<float> run_policy(const std::vector<std::string>& specs, std::span<const int32_t> tokens,

@@ -112,12 +112,24 @@ void ButlerTrainer::save_checkpoint(const std::string& path,
   save_butler(path, f, false);
 }
 
-void ButlerTrainer::resume(const std::string& path, bool reschedule) {
-  ButlerFile f = load_butler(path);
-  const ButlerConfig &a = f.weights.config, &b = weights_.config;
+namespace {
+void check_same_config(const ButlerConfig& a, const ButlerConfig& b, const std::string& path) {
   TS_CHECK(a.n_embd == b.n_embd && a.n_layers == b.n_layers && a.imp_dim == b.imp_dim && a.inter == b.inter &&
                a.n_query_heads == b.n_query_heads && a.first_layer == b.first_layer,
-           path, ": checkpoint config differs from this run's");
+           path, ": predictor config differs from this run's");
+}
+}  // namespace
+
+void ButlerTrainer::start_from(const std::string& path) {
+  TS_CHECK(step_ == 0, "train-butler: a run starts from a predictor only at step 0");
+  ButlerFile f = load_butler(path);
+  check_same_config(f.weights.config, weights_.config, path);
+  weights_ = std::move(f.weights);
+}
+
+void ButlerTrainer::resume(const std::string& path, bool reschedule) {
+  ButlerFile f = load_butler(path);
+  check_same_config(f.weights.config, weights_.config, path);
   TS_CHECK(f.metadata.count("step") && (reschedule || f.metadata["steps"] == std::to_string(options_.steps)),
            path, ": checkpoint is not of a run with ", options_.steps, " steps");
   weights_ = std::move(f.weights);

@@ -42,6 +42,9 @@ class ButlerTrainer {
   double last_grad_norm() const { return grad_norm_; }
   const ButlerWeights& weights() const { return weights_; }
 
+  // Starts from a trained predictor's weights (fine-tuning, e.g. on longer chunks) with a fresh
+  // optimizer state; before the first step.
+  void start_from(const std::string& path);
   // Checkpoint: weights, AdamW moments and the step, in the predictor file format (F32).
   void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata) const;
   // Continues a run from a checkpoint made with the same config and options. reschedule: the
