@@ -2,6 +2,7 @@
 // Small TokenButler predictors with random weights, for tests that run the tokenbutler policy on a
 // model without a trained predictor (stories260K, or Qwen in the registry walk).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -28,9 +29,12 @@ inline ButlerConfig small_butler_config(const Model& model) {
 inline ButlerConfig stories_config() { return small_butler_config(stories()); }
 
 // Writes a predictor with random weights (seed) shaped for the model to a temporary file; its path.
+// The name has the process (ctest runs tests side by side) and the model's shape.
 inline std::string random_predictor(const Model& model, uint64_t seed) {
-  const std::string path = testing::TempDir() + "/butler_" + std::to_string(model.config().n_embd) + "_" +
-                           std::to_string(seed) + ".safetensors";
+  const ModelConfig& m = model.config();
+  const std::string path = testing::TempDir() + "/butler_" + std::to_string(getpid()) + "_" +
+                           std::to_string(m.n_embd) + "x" + std::to_string(m.n_layers) + "x" +
+                           std::to_string(m.n_heads) + "_" + std::to_string(seed) + ".safetensors";
   save_butler(path, {ButlerWeights::init(small_butler_config(model), seed), {}, {}}, false);
   return path;
 }
