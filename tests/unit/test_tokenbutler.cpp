@@ -159,15 +159,21 @@ std::vector<std::vector<int32_t>> stories_chunks(size_t n_chunks, size_t len) {
   return chunks;
 }
 
-TEST(TokenButler, LogitMseGradientMatchesFiniteDifferences) {
-  const ButlerConfig c = stories_config();
-  ThreadPool pool(1);
-  Transformer llm(stories(), pool, 16);
-  auto capture = std::make_unique<AttentionCapture>(c.first_layer);
+// Attaches a fresh AttentionCapture to llm (stories260K) as its only policy; the capture.
+AttentionCapture& attach_capture(Transformer& llm, uint32_t first_layer) {
+  auto capture = std::make_unique<AttentionCapture>(first_layer);
   AttentionCapture& cap = *capture;
   std::vector<std::unique_ptr<Policy>> v;
   v.push_back(std::move(capture));
   llm.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  return cap;
+}
+
+TEST(TokenButler, LogitMseGradientMatchesFiniteDifferences) {
+  const ButlerConfig c = stories_config();
+  ThreadPool pool(1);
+  Transformer llm(stories(), pool, 16);
+  AttentionCapture& cap = attach_capture(llm, c.first_layer);
   const auto tokens = stories_chunks(1, 12)[0];
   run_with_capture(llm, tokens);
   ButlerWeights w = ButlerWeights::init(c, 13);
@@ -217,11 +223,7 @@ TEST(TokenButler, LogitMseOverSampledRowsAndAnyThreads) {
   const ButlerConfig c = stories_config();
   ThreadPool one(1), three(3);
   Transformer llm(stories(), one, 24);
-  auto capture = std::make_unique<AttentionCapture>(c.first_layer);
-  AttentionCapture& cap = *capture;
-  std::vector<std::unique_ptr<Policy>> v;
-  v.push_back(std::move(capture));
-  llm.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+  AttentionCapture& cap = attach_capture(llm, c.first_layer);
   const auto tokens = stories_chunks(1, 20)[0];
   run_with_capture(llm, tokens);
   ButlerWeights w = ButlerWeights::init(c, 17);
