@@ -215,6 +215,9 @@ void ForwardPass::attention_block(size_t layer) {
       }
     }
     PolicyStack* p = s.policies();
+    if (p && p->observes_queries(layer))
+      p->observe_queries(
+          {layer, s.pos0, &s.rows.attn, c.n_heads, c.head_dim, &q_[s.q0 * qd], &s.cache(), &pool_});
     if (p && (p->key_selector(layer) || p->observes_attention(layer))) {
       attend_listed(s, layer);
     } else if (s.rows.attn.size() * c.n_kv_heads * (s.pos0 + s.n_tok) < kMinSharedAttentionKeys) {

@@ -10,13 +10,15 @@
 //                           K/V enter the cache or not       (Token Filtering; ZipVL from probe queries)
 //   4. choose_kv_storage    each written token's K/V storage                  (KVSink, PFN, KIVI)
 //   5. observe_kv           the post-RoPE K and V being written               (Quest, anchors)
-//   6. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest),
+//   6. observe_queries      the post-RoPE queries of the attending rows       (TokenButler's training
+//   capture)
+//   7. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest),
 //                           after prepare_keys saw all the layer's queries    (ZipVL's probe attention)
-//   7. observe_attention    attention probabilities of the attending rows     (H2O, SnapKV)
+//   8. observe_attention    attention probabilities of the attending rows     (H2O, SnapKV)
 // and once per forward call, after the last layer:
-//   8. evict                cached positions a layer forgets                  (H2O, StreamingLLM, ZipVL)
-// Decision hooks (2, 3, 4, 6, 8) have at most one policy per layer; two policies claiming the same
-// decision on one layer is an error. Observation hooks (1, 5, 7) take any number, called in the
+//   9. evict                cached positions a layer forgets                  (H2O, StreamingLLM, ZipVL)
+// Decision hooks (2, 3, 4, 7, 9) have at most one policy per layer; two policies claiming the same
+// decision on one layer is an error. Observation hooks (1, 5, 6, 8) take any number, called in the
 // order the policies were given. Unclaimed hooks are never called, so the forward pass without
 // policies is the dense engine, bit for bit.
 #include <cstddef>
@@ -45,9 +47,10 @@ enum class Hook : uint8_t {
   // observations: any number of policies
   ObserveLayerInput,
   ObserveKv,
+  ObserveQueries,
   ObserveAttention,
 };
-inline constexpr size_t kHookCount = 8;
+inline constexpr size_t kHookCount = 9;
 const char* hook_name(Hook h);
 inline bool is_decision(Hook h) { return h < Hook::ObserveLayerInput; }
 
@@ -182,6 +185,9 @@ class Policy {
   virtual bool skips_by_queries() const { return false; }
   virtual void choose_kv_storage(const LayerInput&, const KvRows&, std::span<KvStorage> /*per kv row*/) {}
   virtual void observe_kv(const KvRows&) {}
+  // The queries of the rows about to attend; attention itself stays as it was (dense when no
+  // policy selects keys).
+  virtual void observe_queries(const QueryRows&) {}
   // Once per layer before its select_keys calls, with every query about to attend.
   virtual void prepare_keys(const QueryRows&) {}
   // Writes into `keys` the positions (ascending, a subset of `candidates`: the positions this layer

@@ -25,6 +25,8 @@ const char* hook_name(Hook h) {
       return "observe_layer_input";
     case Hook::ObserveKv:
       return "observe_kv";
+    case Hook::ObserveQueries:
+      return "observe_queries";
     case Hook::ObserveAttention:
       return "observe_attention";
   }

@@ -52,6 +52,10 @@ class PolicyStack {
   }
   // Once rows.kv's K/V exist: attention skips (shrink rows.attn), storage of each kv row, K/V observers.
   void decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& rows, std::vector<KvStorage>& storage);
+  bool observes_queries(size_t layer) const { return !observers(Hook::ObserveQueries, layer).empty(); }
+  void observe_queries(const QueryRows& queries) {
+    for (Policy* o : observers(Hook::ObserveQueries, queries.layer)) o->observe_queries(queries);
+  }
   const Policy* key_selector(size_t layer) const { return owner(Hook::SelectKeys, layer); }
   void prepare_keys(const QueryRows& queries) {
     owner(Hook::SelectKeys, queries.layer)->prepare_keys(queries);

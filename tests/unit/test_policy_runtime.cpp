@@ -84,6 +84,32 @@ class RecentKeys final : public Policy {
   size_t keep_;
 };
 
+// Keeps the queries every layer shows its observers, by position: [layer][pos][n_heads * head_dim].
+class QueryRecorder final : public Policy {
+ public:
+  explicit QueryRecorder(Hook hook) : Policy({"queries", {}}), hook_(hook) {}
+  std::vector<HookClaim> claims() const override { return {{hook_, {}}}; }
+  void observe_queries(const QueryRows& q) override { record(q); }
+  void prepare_keys(const QueryRows& q) override { record(q); }
+  void select_keys(const KeyQuery&, std::span<const uint32_t> candidates,
+                   std::vector<uint32_t>& keys) const override {
+    keys.assign(candidates.begin(), candidates.end());
+  }
+  std::vector<std::vector<float>> queries;
+
+ private:
+  void record(const QueryRows& q) {
+    const size_t width = q.n_heads * q.head_dim;
+    queries.resize(std::max(queries.size(), q.layer + 1));
+    for (size_t i = 0; i < q.rows->size(); ++i) {
+      const size_t pos = q.pos0 + (*q.rows)[i];
+      queries[q.layer].resize(std::max(queries[q.layer].size(), (pos + 1) * width));
+      std::copy_n(q.queries + i * width, width, &queries[q.layer][pos * width]);
+    }
+  }
+  Hook hook_;
+};
+
 // Keeps the probabilities layer 1 shows its observers on the last call, for every head.
 class ProbabilityRecorder final : public Policy {
  public:
@@ -154,6 +180,39 @@ TEST(PolicyRuntime, PassivePoliciesLeaveTheDenseResult) {
   Transformer dense(stories(), pool, 32), observed(stories(), pool, 32);
   observed.set_policies(stack(std::make_unique<InputRecorder>()));
   EXPECT_EQ(copy(dense.forward(tokens, true)), copy(observed.forward(tokens, true)));
+}
+
+// Observing the queries leaves attention dense (bit for bit), and the observer sees the queries a key
+// selector is given, in prefill and decode.
+TEST(PolicyRuntime, ObservedQueriesAreTheSelectorsAndLeaveTheDenseResult) {
+  const auto tokens = random_tokens(30, 3);
+  ThreadPool pool(2);
+  Transformer dense(stories(), pool, 32), observed(stories(), pool, 32), selected(stories(), pool, 32);
+  auto observer = std::make_unique<QueryRecorder>(Hook::ObserveQueries);
+  auto selector = std::make_unique<QueryRecorder>(Hook::SelectKeys);
+  const QueryRecorder &o = *observer, &s = *selector;
+  observed.set_policies(stack(std::move(observer)));
+  selected.set_policies(stack(std::move(selector)));
+  const auto prompt = std::span(tokens).first(25);
+  EXPECT_EQ(copy(dense.forward(prompt, true)), copy(observed.forward(prompt, true)));
+  selected.forward(prompt, true);
+  for (size_t i = 25; i < tokens.size(); ++i) {
+    const auto step = std::span(tokens).subspan(i, 1);
+    ASSERT_EQ(copy(dense.forward(step, false)), copy(observed.forward(step, false))) << "position " << i;
+    selected.forward(step, false);
+  }
+  const ModelConfig& c = stories().config();
+  ASSERT_EQ(o.queries.size(), c.n_layers);
+  ASSERT_EQ(s.queries.size(), c.n_layers);
+  // Layer 0's queries come before any attention: equal. Later layers' inputs went through the two
+  // attention implementations, which round differently (see SelectedKeysAndObservedAttention).
+  EXPECT_EQ(o.queries[0], s.queries[0]);
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    ASSERT_EQ(o.queries[l].size(), tokens.size() * c.n_heads * c.head_dim) << l;
+    ASSERT_EQ(s.queries[l].size(), o.queries[l].size()) << l;
+    for (size_t j = 0; j < o.queries[l].size(); ++j)
+      ASSERT_NEAR(o.queries[l][j], s.queries[l][j], 2e-2f) << l;
+  }
 }
 
 // A subset at layer 2 (layers 0-1 dense): unselected tokens leave layer 2 as they entered it, the

@@ -20,7 +20,7 @@ void AttentionCapture::bind(const Model& model) {
 std::vector<HookClaim> AttentionCapture::claims() const {
   std::vector<uint32_t> layers;
   for (uint32_t l = first_layer_; l < n_layers_; ++l) layers.push_back(l);
-  return {{Hook::SelectKeys, layers}, {Hook::ObserveLayerInput, {0}}};
+  return {{Hook::ObserveQueries, layers}, {Hook::ObserveLayerInput, {0}}};
 }
 
 void AttentionCapture::observe_layer_input(const LayerInput& in) {
@@ -29,7 +29,7 @@ void AttentionCapture::observe_layer_input(const LayerInput& in) {
             input_.begin() + static_cast<std::ptrdiff_t>(in.pos0 * in.dim));
 }
 
-void AttentionCapture::prepare_keys(const QueryRows& q) {
+void AttentionCapture::observe_queries(const QueryRows& q) {
   const size_t width = q.n_heads * q.head_dim;
   std::vector<float>& out = queries_[q.layer];
   for (size_t i = 0; i < q.rows->size(); ++i) {

@@ -14,7 +14,7 @@
 namespace ts {
 
 // A passive policy run with the LLM: records the layer-0 attention input (the predictor's input)
-// and the queries of the predicted layers; attention stays dense (every key is listed).
+// and the queries of the predicted layers; attention stays dense.
 class AttentionCapture final : public Policy {
  public:
   explicit AttentionCapture(uint32_t first_layer)
@@ -23,11 +23,7 @@ class AttentionCapture final : public Policy {
   void bind(const Model& model) override;
   std::vector<HookClaim> claims() const override;
   void observe_layer_input(const LayerInput& in) override;
-  void prepare_keys(const QueryRows& q) override;
-  void select_keys(const KeyQuery&, std::span<const uint32_t> candidates,
-                   std::vector<uint32_t>& keys) const override {
-    keys.assign(candidates.begin(), candidates.end());
-  }
+  void observe_queries(const QueryRows& q) override;
 
   const std::vector<float>& input() const { return input_; }                         // [pos][E]
   const std::vector<float>& queries(size_t layer) const { return queries_[layer]; }  // [pos][H * D]
