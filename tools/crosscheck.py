@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Cross-check a token-sparsification policy's selection against an independent NumPy recomputation.
 
-Why: Token Filtering and ZipVL did not reproduce their papers' claims on SmolLM2, and KVSink-5
-narrowly lost to Preserve-First-5 under INT2 KIVI (docs/results/).
+Why: Token Filtering and ZipVL did not reproduce their papers' claims on SmolLM2, KVSink-5 narrowly
+lost to Preserve-First-5 under INT2 KIVI, and OrthoRank lost to layer removal on Qwen2.5-0.5B
+(docs/results/).
 Before calling that the method's failure we must know the engine selects the tokens the method
 says it should. This tool runs the engine on one prompt with a policy and its DecisionLog, then
 recomputes the selection in float64 from the dequantized GGUF weights with the NumPy forward pass
@@ -12,9 +13,9 @@ What the reference does, per layer, over the prompt's token ids (from `tokensiev
   * RMSNorm, Q/K/V, RoPE in float64; the policy's rule, re-implemented from the paper's equations
     and the engine's documented semantics (src/policies/*/ headers), decides the layer's tokens;
   * the forward pass then goes on with the engine's decisions from the DecisionLog (which tokens
-    ran attention, whose K/V were cached), so that one decision flipped by a near-tie cannot
-    cascade into later layers or into Token Filtering's threshold controller: every decision is
-    judged on its own, with its margin (how far the reference's quantity is from flipping it).
+    ran attention and the FFN, whose K/V were cached), so that one decision flipped by a near-tie
+    cannot cascade into later layers or into Token Filtering's threshold controller: every decision
+    is judged on its own, with its margin (how far the reference's quantity is from flipping it).
     When no decision differs, this run is the reference's own free run;
   * attention reads K/V rounded to IEEE half, the engine's KV-cache format; the policy's scores
     read the unrounded post-RoPE K/V (and queries), as the engine's hooks do.
@@ -23,9 +24,20 @@ activations are an approximation checked elsewhere, whose effect --no-exact show
 one new token, whose text is checked against the reference's argmax at the end.
 
 Policies covered: tokenfilter (options ratio, tail, lr, threshold, decay, fusion=printed|intent|
-mean, select=kv|k|v, kv=drop|cache) and zipvl (tau, probes=N|all, seed, score=normalized|sum).
-Verdict per policy: "agree" (identical selections), "agree up to near-ties" (every difference has a
-margin below --tie-tol) or "DISAGREE"; exit code 0 when every policy agrees.
+mean, select=kv|k|v, kv=drop|cache), zipvl (tau, probes=N|all, seed, score=normalized|sum) and
+orthorank (layers=LIST or profile=FILE, ratio, select=ortho|reverse|random, seed, stage=normed|
+residual, kv=all|selected; see OrthoRankReference). Verdict per policy: "agree" (identical
+selections), "agree up to near-ties" (every difference has a margin below --tie-tol) or "DISAGREE";
+exit code 0 when every policy agrees.
+
+OrthoRank (paper 000) decides before Q/K/V which tokens run a chosen layer at all: the selected run
+attention and FFN, the others keep their hidden state (and write K/V unless kv=selected), so the log
+must flag ran_attention = ran_ffn for exactly the selected. A token's margin is its score's relative
+distance from the cut midway between the k-th and (k+1)-th smallest scores, (cut - s) / |cut|. The
+log also holds the engine's float32 scores: they must equal the reference's within --score-tol,
+relative to the larger of the score and the cut (float32 rounding, amplified where it rounds a K/V
+value to another half, moves them by about 1e-4 to 2e-3 of the cut on SmolLM2 and Qwen2.5-0.5B), and
+the flags must be exactly the rule applied to them.
 
 KVSink (paper 002), a kvquant spec and a kvsink spec joined by ';' (kvquant: bits, group,
 mode=token|kivi, residual, prefill=full|quantized, dynamic ranges; kvsink: k and profile=FILE or
@@ -41,6 +53,8 @@ engine's, or within that noise of it).
 
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf
     python3 tools/crosscheck.py -m ../shared/models/stories260K.gguf --policy zipvl:tau=0.9,probes=all -v
+    python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf \
+        --policy orthorank:profile=profiles/smollm2-135m-orthorank-sleb-20.json -v
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf --policy \
         'kvquant:bits=2,group=128,mode=kivi,prefill=quantized;kvsink:k=5,profile=profiles/smollm2-135m-kvsink.json'
 """
@@ -70,6 +84,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_BIN = REPO / "build" / "bin" / "tokensieve"
 DEFAULT_POLICIES = ["tokenfilter:ratio=0.3", "zipvl:tau=0.975"]
 DEFAULT_TIE_TOL = 1e-4
+DEFAULT_SCORE_TOL = 1e-2
 DEFAULT_DATA = pathlib.Path(os.environ.get("TS_DATA_DIR", REPO.parent / "shared" / "data"))
 DEFAULT_TEXT = DEFAULT_DATA / "wikitext2" / "wiki.test.raw"
 
@@ -89,11 +104,16 @@ def wikitext_prompt(path: pathlib.Path, chars: int) -> str:
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     name, _, rest = spec.partition(":")
     options = {}
+    key = None
     for item in filter(None, rest.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq:
+        head, eq, value = item.partition("=")
+        if eq:
+            key = head
+            options[key] = value
+        elif key is not None:  # a list goes on (layers=3,5,8-11), as in the engine's PolicySpec::parse
+            options[key] += "," + item
+        else:
             raise SystemExit(f"crosscheck: cannot read option {item!r} of {spec!r}")
-        options[key] = value
     return name, options
 
 
@@ -108,6 +128,9 @@ class EngineRun:
     flags: np.ndarray  # [layer][position] TokenFlag bits of the DecisionLog
     legend: dict[str, int]
     new_text: bytes  # the greedy token printed after the prompt
+    # [layer] the scores the deciding policy reported per position (None: none at that layer); +inf,
+    # which JSON cannot hold, is logged as null and read back as inf
+    scores: list[np.ndarray | None] = field(default_factory=list)
 
 
 def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: bool = True) -> EngineRun:
@@ -125,7 +148,9 @@ def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: 
     printed, echo = res.stdout, prompt.encode()
     if not (printed.startswith(echo) and printed.endswith(b"\n")):
         raise RuntimeError(f"crosscheck: `tokensieve run` printed {printed[-200:]!r}, not the prompt and one token")
-    return EngineRun(np.array(log["flags"], dtype=np.int64), log["legend"], printed[len(echo):-1])
+    scores = [None if row is None else np.array([np.inf if v is None else v for v in row], dtype=np.float64)
+              for row in log.get("scores", [])]
+    return EngineRun(np.array(log["flags"], dtype=np.int64), log["legend"], printed[len(echo):-1], scores)
 
 
 @functools.lru_cache(maxsize=4)
@@ -162,6 +187,8 @@ class LayerDecision:
     margin: np.ndarray
     explain: Callable[[np.ndarray], np.ndarray]
     note: str = ""
+    scores: np.ndarray | None = None  # what the rule ranked, to compare with the scores the log holds
+    cut: float = np.nan  # the score between the kept and the others (the scale of a score's error)
 
 
 def reject_unknown(options: dict[str, str], allowed: set[str], policy: str) -> None:
@@ -328,7 +355,99 @@ class ZipVLReference:
         return LayerDecision(kept, margin, explain, note)
 
 
-POLICIES = {"tokenfilter": TokenFilterReference, "zipvl": ZipVLReference}
+def uniform_at(seed: int, layer: int, pos: int) -> float:
+    """policies/position_hash.h: splitmix64 of (seed, layer, position), the top 24 bits over 2^24."""
+    mask = (1 << 64) - 1
+    z = (seed + 0x9E3779B97F4A7C15 * (1 + (layer << 32 | pos))) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return ((z ^ (z >> 31)) >> 40) / float(1 << 24)
+
+
+class OrthoRankReference:
+    """OrthoRank (paper 000; src/policies/orthorank/orthorank.h): in the chosen layers (layers=LIST or
+    the profile's) token i's score is |h_0 . h_i|, h = RMSNorm_attn(h) with its gain (stage=residual:
+    the residual stream h), h_0 the first position's, whose own score is +inf; the k = int(ratio * N)
+    smallest scores of the N prompt tokens (ties to the earlier position) run the layer, attention and
+    FFN; the others keep their hidden state and still write K/V (kv=selected: not). select=reverse ranks
+    -|h_0 . h_i| (the largest run), select=random a uniform number of (seed, layer, position). ratio:
+    the option, else the profile's, else 0.333. The engine ranks the whole prompt in one pass
+    (ranks_whole_calls), so Algorithm 1's top k over the prompt is the rule."""
+
+    selects_tokens = True  # decides, before Q/K/V, which tokens run the whole layer (the select_tokens hook)
+
+    def __init__(self, options: dict[str, str], model: NumpyLlama):
+        reject_unknown(options, {"layers", "profile", "ratio", "select", "seed", "stage", "kv"}, "orthorank")
+        if ("layers" in options) == ("profile" in options):
+            raise SystemExit("crosscheck: orthorank needs exactly one of layers=LIST and profile=FILE")
+        ratio = None
+        if "profile" in options:
+            with open(options["profile"], encoding="utf-8") as f:
+                profile = json.load(f)
+            if profile.get("policy") != "orthorank":
+                raise SystemExit(f"crosscheck: {options['profile']} is a {profile.get('policy')!r} profile, "
+                                 "not orthorank's")
+            layers = [int(layer) for layer in profile["layers"]]
+            ratio = profile.get("ratio")
+        else:
+            layers = []
+            for item in options["layers"].split(","):
+                lo, _, hi = item.partition("-")
+                layers += range(int(lo), int(hi or lo) + 1)
+        self.layers = set(layers)
+        if not self.layers or max(self.layers) >= model.n_layer:
+            raise SystemExit(f"crosscheck: orthorank layers {sorted(self.layers)} outside the model's "
+                             f"{model.n_layer}")
+        self.ratio = float(options.get("ratio", 0.333 if ratio is None else ratio))
+        choices = {"select": ("ortho", "reverse", "random"), "stage": ("normed", "residual"),
+                   "kv": ("all", "selected")}
+        for key, allowed in choices.items():
+            if options.get(key, allowed[0]) not in allowed:
+                raise SystemExit(f"crosscheck: orthorank {key}={options[key]} is not one of {'|'.join(allowed)}")
+        self.select_rule = options.get("select", "ortho")
+        self.seed = int(options.get("seed", 0))
+        self.residual = options.get("stage", "normed") == "residual"
+        self.cache_skipped_kv = options.get("kv", "all") == "all"
+
+    def scores(self, layer: int, x: np.ndarray, normed: np.ndarray) -> np.ndarray:
+        """Each prompt position's score at `layer` (the sink's: +inf), x: the layer's input h."""
+        n = x.shape[0]
+        if self.select_rule == "random":
+            s = np.array([uniform_at(self.seed, layer, pos) for pos in range(n)])
+        else:
+            h = x if self.residual else normed
+            s = np.abs(h @ h[0])
+            s = np.where(np.isnan(s), np.inf, -s if self.select_rule == "reverse" else s)
+        s[0] = np.inf
+        return s
+
+    def rank(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """The k = int(ratio * N) smallest of the scores s (ties to the earlier position, ContextRank's
+        order): which are kept, the ascending order, k."""
+        n = len(s)
+        k = int(self.ratio * n)
+        order = np.lexsort((np.arange(n), s))
+        kept = np.zeros(n, dtype=bool)
+        kept[order[:k]] = True
+        return kept, order, k
+
+    def select(self, layer: int, x: np.ndarray, normed: np.ndarray, engine_kept: np.ndarray) -> LayerDecision:
+        s = self.scores(layer, x, normed)
+        n = len(s)
+        kept, order, k = self.rank(s)
+        cut = (s[order[k - 1]] + s[order[k]]) / 2 if 0 < k < n else np.nan
+        if np.isfinite(cut) and cut != 0:
+            margin = (cut - s) / abs(cut)  # positive: selected; relative to the cut's score
+            gap = (f"#{k} {s[order[k - 1]]:.6g} (token {order[k - 1]}) vs #{k + 1} {s[order[k]]:.6g} "
+                   f"(token {order[k]}), cut {cut:.6g}")
+        else:  # no cut to be near (k = 0 or n, or one through the sink's +inf): no near-tie
+            margin = np.where(kept, np.inf, -np.inf)
+            gap = "no finite cut"
+        note = f"keeps k = {k} of {n} (engine {int(engine_kept.sum())}): {gap}"
+        return LayerDecision(kept, margin, lambda diff: np.abs(margin[diff]), note, s, cut)
+
+
+POLICIES = {"tokenfilter": TokenFilterReference, "zipvl": ZipVLReference, "orthorank": OrthoRankReference}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -353,6 +472,7 @@ class PolicyCheck:
     flag_errors: list[str] = field(default_factory=list)
     next_token: str = ""
     next_token_ok: bool = True
+    scores: str = ""  # how the engine's logged scores compare with the reference's, when the log has them
 
     def n_decisions(self) -> int:
         return sum(len(c.engine_kept) for c in self.layers)
@@ -369,7 +489,8 @@ class PolicyCheck:
     def verdict(self, tie_tol: float) -> str:
         closest = min(c.closest for c in self.layers)
         what = (f"{self.spec}: {self.n_decisions()} token-layer decisions over {len(self.layers)} layers "
-                f"({self.n_tokens} tokens); closest agreeing margin {closest:.2e}; {self.next_token}")
+                f"({self.n_tokens} tokens); closest agreeing margin {closest:.2e}; "
+                + (f"{self.scores}; " if self.scores else "") + self.next_token)
         if self.flag_errors:
             return f"DISAGREE {what}; log inconsistent with the policy: {self.flag_errors[0]}"
         if self.n_diff() == 0 and self.next_token_ok:
@@ -386,8 +507,10 @@ def to_half(x: np.ndarray) -> np.ndarray:
 
 
 def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: EngineRun, spec: str,
-                 members: int | None = None) -> PolicyCheck:
-    """members: the KVSink check's sensitivity members (default DEFAULT_MEMBERS); other policies ignore it."""
+                 members: int | None = None, score_tol: float = DEFAULT_SCORE_TOL) -> PolicyCheck:
+    """members: the KVSink check's sensitivity members (default DEFAULT_MEMBERS); other policies ignore it.
+    score_tol: the largest difference between a score the log holds and the reference's, relative to the
+    larger of the reference's score and the layer's cut, read as float32 rounding."""
     if ";" in spec or spec.startswith(("kvquant:", "kvsink:")):
         return check_kvsink(model, model_path, ids, run, spec, DEFAULT_MEMBERS if members is None else members)
     name, options = parse_spec(spec)
@@ -395,29 +518,47 @@ def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: Engine
         raise SystemExit(f"crosscheck: no reference for policy {name!r} (covered: {', '.join(POLICIES)}, "
                          "kvquant;kvsink)")
     policy = POLICIES[name](options, model)
+    selects = getattr(policy, "selects_tokens", False)  # else it skips attention (skip_attention)
     n = len(ids)
     result = PolicyCheck(spec, n)
     if run.flags.shape != (model.n_layer, n):
         raise SystemExit(f"crosscheck: the log has flags {run.flags.shape}, expected {(model.n_layer, n)}: the "
                          "engine did not run the token ids of `tokensieve tokenize`")
     ran_attn, ran_ffn, kv_cached = (run.legend[k] for k in ("ran_attention", "ran_ffn", "kv_cached"))
+    score_errors: list[float] = []
     x = model.embed(ids)
-    cos, sin = model.rope_tables(np.arange(n))
     for layer in range(model.n_layer):
         flags = run.flags[layer]
         engine_kept = (flags & ran_attn) != 0
+        engine_ffn = (flags & ran_ffn) != 0
         engine_cached = (flags & kv_cached) != 0
-        if not ((flags & ran_ffn) != 0).all():
-            result.flag_errors.append(f"layer {layer}: some token skipped the FFN")
-        q, k, v = model.qkv(layer, model.rms_norm(x, f"blk.{layer}.attn_norm.weight"), cos, sin)
-        if layer in policy.layers:
-            d = policy.decide(layer, q, k, v, engine_kept)
+        acts = layer in policy.layers
+        normed = model.rms_norm(x, f"blk.{layer}.attn_norm.weight")
+        cos, sin = model.rope_tables(np.arange(n), layer)
+        q, k, v = model.qkv(layer, normed, cos, sin)
+        if acts:
+            d = (policy.select(layer, x, normed, engine_kept) if selects
+                 else policy.decide(layer, q, k, v, engine_kept))
             diff = d.kept != engine_kept
             agree = np.abs(d.margin[~diff])
             agree = agree[~np.isnan(agree)]
             explained = d.explain(diff) if diff.any() else np.zeros(0)
+            note = d.note
+            logged = run.scores[layer] if layer < len(run.scores) else None
+            if d.scores is not None and logged is not None:
+                err = compare_scores(logged, d.scores, d.cut)
+                score_errors.append(err)
+                note += f"; logged scores within {err:.1e}"
+                if not err <= score_tol:
+                    result.flag_errors.append(f"layer {layer}: the logged scores differ from the reference's by "
+                                              f"{err:.2e} (relative), beyond {score_tol:g}")
+                # The engine's flags must be its own scores ranked by the rule, exactly (float32 values).
+                inconsistent = np.flatnonzero(policy.rank(logged)[0] != engine_kept)
+                if len(inconsistent):
+                    result.flag_errors.append(f"layer {layer}: the flags are not the rule applied to the logged "
+                                              f"scores (tokens {inconsistent.tolist()[:12]})")
             result.layers.append(LayerCheck(layer, engine_kept, d.kept, explained, float(agree.min(initial=np.inf)),
-                                            d.note))
+                                            note))
             expected_cached = np.ones(n, dtype=bool) if policy.cache_skipped_kv else engine_kept
             if (engine_cached != expected_cached).any():
                 result.flag_errors.append(f"layer {layer}: K/V cached for tokens "
@@ -425,14 +566,36 @@ def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: Engine
                                           "against the policy's kv rule")
         elif not (engine_kept.all() and engine_cached.all()):
             result.flag_errors.append(f"layer {layer}: the policy does not act here, but the log is not dense")
-        # Go on with the engine's decisions: its attending rows over its cached keys.
+        # A token selected out of the layer skips its FFN too; a token skipping attention only does not.
+        expected_ffn = engine_kept if acts and selects else np.ones(n, dtype=bool)
+        if (engine_ffn != expected_ffn).any():
+            result.flag_errors.append(f"layer {layer}: FFN ran for tokens "
+                                      f"{np.flatnonzero(engine_ffn != expected_ffn).tolist()} against the policy")
+        # Go on with the engine's decisions: its attending rows over its cached keys, its FFN rows.
         rows = np.flatnonzero(engine_kept)
-        allowed = causal_mask(n)[rows] & engine_cached[None, :]
+        allowed = model.attention_mask(layer, n)[rows] & engine_cached[None, :]
         a = model.attention(q[rows], to_half(k), to_half(v), allowed)
         x[rows] += model.attn_output(layer, a)
-        x = x + model.ffn(layer, x)
+        ffn_rows = np.flatnonzero(engine_ffn)
+        x[ffn_rows] += model.ffn(layer, x[ffn_rows])
+    if score_errors:
+        result.scores = (f"logged scores of {len(score_errors)} layers within {max(score_errors):.1e} of the "
+                         "reference's (relative to the larger of the score and the cut)")
     result.next_token_ok, result.next_token = check_next_token(model, model_path, x, run)
     return result
+
+
+def compare_scores(logged: np.ndarray, ref: np.ndarray, cut: float) -> float:
+    """The largest |logged - ref| / max(|ref|, |cut|) over the positions (an infinite score must be infinite
+    on both sides: else inf). The cut floors the scale, so a score near 0 (a token orthogonal to the sink),
+    whose relative error float32 cancellation inflates, is judged on the scale of the decision it feeds."""
+    inf_l, inf_r = np.isinf(logged), np.isinf(ref)
+    if (inf_l != inf_r).any() or (np.sign(logged[inf_l]) != np.sign(ref[inf_r])).any():
+        return np.inf
+    fin = ~inf_r
+    scale = np.maximum(np.abs(ref[fin]), abs(cut) if np.isfinite(cut) else 0.0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return float((np.abs(logged[fin] - ref[fin]) / scale).max(initial=0.0))
 
 
 def check_next_token(model: NumpyLlama, model_path: str, x: np.ndarray, run: EngineRun) -> tuple[bool, str]:
@@ -801,10 +964,12 @@ def kvsink_members(result: KvSinkCheck, model: NumpyLlama, model_path: str, fmt:
 
 
 def crosscheck(binary: pathlib.Path, model_path: str, prompt: str, specs: list[str],
-               exact: bool = True, members: int | None = None) -> list[PolicyCheck]:
+               exact: bool = True, members: int | None = None,
+               score_tol: float = DEFAULT_SCORE_TOL) -> list[PolicyCheck]:
     ids = tokenize(binary, model_path, prompt)
     model = NumpyLlama(load_raw_tensors(model_path), read_metadata(model_path), np.float64)
-    return [check_policy(model, model_path, ids, run_engine(binary, model_path, prompt, spec, exact), spec, members)
+    return [check_policy(model, model_path, ids, run_engine(binary, model_path, prompt, spec, exact), spec, members,
+                         score_tol)
             for spec in specs]
 
 
@@ -824,11 +989,14 @@ def main() -> int:
     ap.add_argument("--members", type=int, default=DEFAULT_MEMBERS,
                     help="KVSink: reference forwards with float32-level noise on Q/K/V, run when the prompt's "
                          "attention reads codes, to tell which decisions that noise can flip (0: none)")
+    ap.add_argument("--score-tol", type=float, default=DEFAULT_SCORE_TOL,
+                    help="OrthoRank: largest difference of a logged score from the reference's, relative to the "
+                         "larger of the score and the layer's cut")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per policy layer")
     args = ap.parse_args()
     prompt = args.prompt if args.prompt is not None else wikitext_prompt(args.text, args.chars)
     results = crosscheck(args.bin, args.model, prompt, args.policy or DEFAULT_POLICIES, not args.no_exact,
-                         args.members)
+                         args.members, args.score_tol)
     for r in results:
         if args.verbose:
             for c in r.layers:

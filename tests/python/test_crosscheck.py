@@ -1,8 +1,11 @@
-"""tools/crosscheck.py: the engine's Token Filtering and ZipVL selections equal an independent float64
-NumPy recomputation from the GGUF weights, layer by layer, on a WikiText-2 prompt (issue 17, item 4:
-a result that does not reproduce must be the method's, not a bug). Near-ties (a decision within the
-tolerance of flipping, float32 against float64) are allowed and counted; anything else fails. The
-last test shows the cross-check does fail when the rule it recomputes is not the engine's."""
+"""tools/crosscheck.py: the engine's Token Filtering, ZipVL, OrthoRank and KVSink selections equal an
+independent float64 NumPy recomputation from the GGUF weights, layer by layer, on a WikiText-2 prompt
+(issue 17, item 4: a result that does not reproduce must be the method's, not a bug). Near-ties (a
+decision within the tolerance of flipping, float32 against float64) are allowed and counted; anything
+else fails. The test_a_different_*_rule_is_caught tests show the cross-check does fail when the rule it
+recomputes is not the engine's."""
+import json
+import subprocess
 import sys
 
 import numpy as np
@@ -68,6 +71,42 @@ def test_a_different_rule_is_caught(ts_bin, prompt):
     model = crosscheck.NumpyLlama(crosscheck.load_raw_tensors(path), crosscheck.read_metadata(path), np.float64)
     for engine_spec, reference_spec in [("tokenfilter:ratio=0.3,fusion=intent", "tokenfilter:ratio=0.3"),
                                         ("zipvl:tau=0.975,seed=1", "zipvl:tau=0.975")]:
+        run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
+        r = crosscheck.check_policy(model, path, ids, run, reference_spec)
+        assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 10, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+
+
+# OrthoRank (paper 000): in the chosen layers the int(ratio * N) tokens of smallest |h_0 . h_i| (h the layer's
+# RMSNorm_attn output, the sink h_0 never chosen) run attention and FFN; the others keep h and write K/V.
+@pytest.mark.runtime(3)
+def test_stories260k_orthorank_selections_match_the_reference(ts_bin, prompt, tmp_path):
+    model = str(find_model("stories260K.gguf"))
+    profile = tmp_path / "stories260k-orthorank.json"  # a profile searched on this model (the engine checks)
+    subprocess.run([str(ts_bin), "calibrate", "orthorank", "-m", model, "-t", "1", "--method", "shortened",
+                    "--sparsity", "0.2", "--ratio", "0.5", "--calib-ctx", "128", "-o", str(profile)],
+                   check=True, capture_output=True)
+    specs = [f"orthorank:profile={profile}", "orthorank:layers=1-3", "orthorank:layers=0,2-4,ratio=0.5,kv=selected",
+             "orthorank:layers=1-4,select=reverse,stage=residual", "orthorank:layers=1-3,select=random,seed=7"]
+    results = crosscheck.crosscheck(ts_bin, model, prompt, specs)
+    assert_agree(results, 300)
+    for r in results:
+        assert r.scores and not r.flag_errors, r.verdict(crosscheck.DEFAULT_TIE_TOL)  # the log's scores compared
+    assert [c.layer for c in results[0].layers] == json.loads(profile.read_text())["layers"]
+    assert [c.layer for c in results[2].layers] == [0, 2, 3, 4]
+    # k = int(ratio * N) of the N prompt tokens run each chosen layer: 0.333 by default, the profile's 0.5
+    n = results[0].n_tokens
+    assert all(int(c.engine_kept.sum()) == int(0.5 * n) for c in results[0].layers)
+    assert all(int(c.engine_kept.sum()) == int(0.333 * n) for c in results[1].layers)
+
+
+@pytest.mark.runtime(2)
+def test_a_different_orthorank_rule_is_caught(ts_bin, prompt):
+    path = str(find_model("stories260K.gguf"))
+    ids = crosscheck.tokenize(ts_bin, path, prompt)
+    model = crosscheck.NumpyLlama(crosscheck.load_raw_tensors(path), crosscheck.read_metadata(path), np.float64)
+    for engine_spec, reference_spec in [("orthorank:layers=1-3,stage=residual", "orthorank:layers=1-3"),
+                                        ("orthorank:layers=1-3,select=reverse", "orthorank:layers=1-3"),
+                                        ("orthorank:layers=1-3,ratio=0.4", "orthorank:layers=1-3")]:
         run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
         r = crosscheck.check_policy(model, path, ids, run, reference_spec)
         assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 10, r.verdict(crosscheck.DEFAULT_TIE_TOL)

@@ -14,7 +14,7 @@ PolicyOptionList OrthoRank::options() {
   return LayerChoice::options() +
          PolicyOptionList{
              number_option("ratio", 0, 1, "",
-                           "fraction of tokens skipping each chosen layer (default: the "
+                           "fraction of tokens that run each chosen layer (default: the "
                            "profile's, else 0.333)"),
              choice_option("select", {"ortho", "reverse", "random"}, "which tokens run the layer"),
              integer_option("seed", 0, UINT64_MAX, "0", "select=random's seed"),
