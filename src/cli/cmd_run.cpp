@@ -21,6 +21,7 @@ struct RunOptions {
   bool chat = false;
   bool ignore_eos = false;
   std::string decision_log;  // file for the decisions as JSON ("" = none)
+  bool decision_log_keys = false;
   SamplerParams sampling;
 };
 
@@ -43,6 +44,7 @@ void run(const RunOptions& o) {
   Transformer tf(*model, pool, n_ctx, o.model.precision());
   attach_policies(o.model, *model, tf);
   DecisionLog decisions;
+  decisions.key_lists = o.decision_log_keys;
   tf.set_decision_log(&decisions);
   Sampler sampler(o.sampling);
   StreamingDecoder out(tok);
@@ -96,6 +98,10 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_option("--decision-log", opts->decision_log,
                   "write what the policies decided (per batch, layer and token) to this JSON file");
+  cmd->add_flag("--decision-log-keys", opts->decision_log_keys,
+                "with --decision-log: also the key positions each (token, query head) attended where a "
+                "policy selected keys (large: every key listed)")
+      ->needs("--decision-log");
   SamplerParams& s = opts->sampling;
   cmd->add_option("--temp", s.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", s.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));

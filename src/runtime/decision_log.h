@@ -29,6 +29,8 @@ struct LayerRecord {
   std::vector<float> scores;   // per token, when the deciding policy reported scores
   std::vector<uint32_t>
       keys_attended;  // per (token, query head) when a policy selected keys; 0: no attention
+  // With DecisionLog::key_lists: per (token, query head), the key positions it attended (ascending).
+  std::vector<std::vector<uint32_t>> key_lists;
 };
 
 struct EvictionRecord {
@@ -42,6 +44,9 @@ struct DecisionLog {
   std::vector<BatchRecord> batches;
   std::vector<LayerRecord> layers;
   std::vector<EvictionRecord> evictions;
+  // Also record which keys each (token, query head) attended where a policy selected them: what an
+  // independent check of the selection needs (tools/crosscheck.py), at a cost of every key listed.
+  bool key_lists = false;
 
   // Forgets the recorded request; keeps policies and shapes.
   void clear();

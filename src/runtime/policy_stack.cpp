@@ -103,6 +103,7 @@ LayerRecord* PolicyStack::record(size_t layer) {
                             static_cast<uint32_t>(layer),
                             std::vector<uint8_t>(n_tok_, kDenseToken),
                             {},
+                            {},
                             {}});
   }
   return &log_->layers[static_cast<size_t>(record_index_[layer])];
@@ -188,6 +189,14 @@ void PolicyStack::after_attention(const AttentionRows& a) {
       for (size_t i = 0; i < a.rows->size(); ++i)
         for (size_t h = 0; h < n_heads_; ++h)
           r->keys_attended[(*a.rows)[i] * n_heads_ + h] = static_cast<uint32_t>(a.keys_of(i, h).size());
+      if (log_->key_lists) {
+        r->key_lists.assign(n_tok_ * n_heads_, {});
+        for (size_t i = 0; i < a.rows->size(); ++i)
+          for (size_t h = 0; h < n_heads_; ++h) {
+            const std::span<const uint32_t> keys = a.keys_of(i, h);
+            r->key_lists[(*a.rows)[i] * n_heads_ + h].assign(keys.begin(), keys.end());
+          }
+      }
     }
   }
   for (Policy* o : observers(Hook::ObserveAttention, a.layer)) o->observe_attention(a);

@@ -7,6 +7,8 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
   const size_t n_layers = model.config().n_layers, n_pos = tokens.size();
   std::vector<std::vector<uint8_t>> flags(n_layers, std::vector<uint8_t>(n_pos, kDenseToken));
   std::vector<std::vector<float>> scores(n_layers), keys(n_layers);
+  // [layer][position][query head] key positions, when the log kept them.
+  std::vector<std::vector<std::vector<uint32_t>>> key_lists(log.key_lists ? n_layers : 0);
   for (const LayerRecord& r : log.layers) {
     const BatchRecord& b = log.batches.at(r.batch);
     if (r.layer >= n_layers) continue;
@@ -23,6 +25,12 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
         float sum = 0;
         for (size_t h = 0; h < heads; ++h) sum += float(r.keys_attended[t * heads + h]);
         keys[r.layer][b.pos0 + t] = sum / float(heads);
+      }
+      if (!r.key_lists.empty()) {
+        const size_t heads = r.key_lists.size() / r.flags.size();
+        if (key_lists[r.layer].empty()) key_lists[r.layer].assign(n_pos * heads, {});
+        for (size_t h = 0; h < heads; ++h)
+          key_lists[r.layer][(b.pos0 + t) * heads + h] = r.key_lists[t * heads + h];
       }
     }
   }
@@ -42,22 +50,38 @@ nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> t
   // positions whatever the policies keep.
   nlohmann::json windows = nlohmann::json::array();
   for (const LayerPlan& plan : model.config().layers) windows.push_back(plan.window);
-  return {{"request_id", request_id},
-          {"policies", log.policies},
-          {"n_layers", n_layers},
-          {"layer_windows", std::move(windows)},
-          {"tokens", std::move(token_texts)},
-          {"flags", flags},
-          {"scores", rows(scores)},
-          {"keys_attended", rows(keys)},
-          {"ffn_fraction", log.ffn_fraction()},
-          {"legend",
-           {{"ran_attention", kRanAttention},
-            {"ran_ffn", kRanFfn},
-            {"kv_cached", kKvCached},
-            {"kv_full_precision", kKvFullPrecision},
-            {"kv_low_precision", kKvLowPrecision},
-            {"evicted", kEvicted}}}};
+  nlohmann::json out = {{"request_id", request_id},
+                        {"policies", log.policies},
+                        {"n_layers", n_layers},
+                        {"layer_windows", std::move(windows)},
+                        {"tokens", std::move(token_texts)},
+                        {"flags", flags},
+                        {"scores", rows(scores)},
+                        {"keys_attended", rows(keys)},
+                        {"ffn_fraction", log.ffn_fraction()},
+                        {"legend",
+                         {{"ran_attention", kRanAttention},
+                          {"ran_ffn", kRanFfn},
+                          {"kv_cached", kKvCached},
+                          {"kv_full_precision", kKvFullPrecision},
+                          {"kv_low_precision", kKvLowPrecision},
+                          {"evicted", kEvicted}}}};
+  if (log.key_lists) {
+    const size_t heads = model.config().n_heads;
+    nlohmann::json per_layer = nlohmann::json::array();
+    for (const auto& lists : key_lists) {
+      if (lists.empty()) {
+        per_layer.push_back(nullptr);
+        continue;
+      }
+      nlohmann::json positions = nlohmann::json::array();
+      for (size_t p = 0; p < n_pos; ++p)
+        positions.push_back(std::vector(lists.begin() + p * heads, lists.begin() + (p + 1) * heads));
+      per_layer.push_back(std::move(positions));
+    }
+    out["key_lists"] = std::move(per_layer);
+  }
+  return out;
 }
 
 }  // namespace ts::server

@@ -20,7 +20,9 @@ static_assert((kEvicted & (kDenseToken | kKvFullPrecision | kKvLowPrecision)) ==
 // {"request_id", "policies": [spec...], "n_layers", "tokens": [text per position],
 //  "flags": [layer][position] TokenFlag bits (+kEvicted), "scores": [layer][position] or null per
 //  layer when no policy reported scores there, "keys_attended": [layer][position] mean keys read per
-//  query head (or null per layer without key selection), "ffn_fraction", "legend": {bit name: value}}.
+//  query head (or null per layer without key selection), "ffn_fraction", "legend": {bit name: value}};
+//  with DecisionLog::key_lists also "key_lists": [layer][position][query head] the key positions
+//  attended (null per layer without key selection).
 // `tokens`: those the model ran, position by position. Positions no batch recorded (dense requests record
 // nothing) are dense.
 nlohmann::json decisions_json(const DecisionLog& log, std::span<const int32_t> tokens, const Model& model,

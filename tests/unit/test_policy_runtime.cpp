@@ -395,6 +395,7 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   auto policy = std::make_unique<RecentKeys>(3);
   RecentKeys& r = *policy;
   DecisionLog log;
+  log.key_lists = true;
   recent.set_decision_log(&log);
   recent.set_policies(stack(std::move(policy)));
   const auto few = copy(recent.forward(tokens, true));
@@ -408,6 +409,12 @@ TEST(PolicyRuntime, SelectedKeysAndObservedAttention) {
   ASSERT_EQ(log.layers.size(), 10u);  // 5 layers x 2 batches
   EXPECT_EQ(log.layers[0].keys_attended[0], 1u);
   EXPECT_EQ(log.layers[0].keys_attended[5 * heads], 3u);
+  // The lists themselves: the 3 latest positions, in the prompt and in the decode step.
+  ASSERT_EQ(log.layers[0].key_lists.size(), tokens.size() * heads);
+  EXPECT_EQ(log.layers[0].key_lists[5 * heads + heads - 1], (std::vector<uint32_t>{3, 4, 5}));
+  EXPECT_EQ(log.layers[0].key_lists[0], std::vector<uint32_t>{0});
+  ASSERT_EQ(log.layers[9].key_lists.size(), heads);
+  EXPECT_EQ(log.layers[9].key_lists[0], (std::vector<uint32_t>{38, 39, 40}));
 }
 
 // A decode step over 600 keys splits each head's keys across 2 threads; the probabilities an
