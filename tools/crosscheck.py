@@ -2,8 +2,8 @@
 """Cross-check a token-sparsification policy's selection against an independent NumPy recomputation.
 
 Why: Token Filtering and ZipVL did not reproduce their papers' claims on SmolLM2, KVSink-5 narrowly
-lost to Preserve-First-5 under INT2 KIVI, and OrthoRank lost to layer removal on Qwen2.5-0.5B
-(docs/results/).
+lost to Preserve-First-5 under INT2 KIVI, OrthoRank lost to layer removal on Qwen2.5-0.5B and TokenButler
+to every baseline (docs/results/).
 Before calling that the method's failure we must know the engine selects the tokens the method
 says it should. This tool runs the engine on one prompt with a policy and its DecisionLog, then
 recomputes the selection in float64 from the dequantized GGUF weights with the NumPy forward pass
@@ -24,11 +24,12 @@ activations are an approximation checked elsewhere, whose effect --no-exact show
 one new token, whose text is checked against the reference's argmax at the end.
 
 Policies covered: tokenfilter (options ratio, tail, lr, threshold, decay, fusion=printed|intent|
-mean, select=kv|k|v, kv=drop|cache), zipvl (tau, probes=N|all, seed, score=normalized|sum) and
+mean, select=kv|k|v, kv=drop|cache), zipvl (tau, probes=N|all, seed, score=normalized|sum),
 orthorank (layers=LIST or profile=FILE, ratio, select=ortho|reverse|random, seed, stage=normed|
-residual, kv=all|selected; see OrthoRankReference). Verdict per policy: "agree" (identical
-selections), "agree up to near-ties" (every difference has a margin below --tie-tol) or "DISAGREE";
-exit code 0 when every policy agrees.
+residual, kv=all|selected; see OrthoRankReference), kvquant;kvsink (below) and tokenbutler (keep,
+predictor=FILE, sinks, first_layer, recent, shared=0|1, keys=f16|i8, every option the engine has; see
+TokenButlerReference). Verdict per policy: "agree" (identical selections), "agree up to near-ties" (every
+difference has a margin below --tie-tol) or "DISAGREE"; exit code 0 when every policy agrees.
 
 OrthoRank (paper 000) decides before Q/K/V which tokens run a chosen layer at all: the selected run
 attention and FFN, the others keep their hidden state (and write K/V unless kv=selected), so the log
@@ -51,12 +52,25 @@ can turn a last-bit difference into another top k, so when codes are read before
 "agree within float32 sensitivity" when every difference is one of those (and the next token is the
 engine's, or within that noise of it).
 
+TokenButler (paper 001) selects keys, not tokens: the engine runs with --decision-log-keys, which logs the
+keys each (position, query head) attended at each layer. The reference recomputes the predictor in float64
+from its safetensors file (tools/numpy_butler.py) on the reference's layer-0 RMSNorm_attn output, ranks
+every candidate key of every (position, query head) of layers >= first_layer by q_imp . k_imp with the
+importance keys rounded as the engine stores them (half precision by default; keys=i8 codes and integer
+queries), and compares the lists; attention then reads exactly the engine's lists. A differing key's margin
+is its score's distance from the cut midway between the budget-th and next score of its row, relative to
+the row's spread (max - min). Rounding to half precision (or int8) turns a float32 difference at a rounding
+midpoint into a whole step: the margin counts as a near-tie net of that reach, the most the stored values
+within ROUND_TOL of a midpoint can move the key's score and the row's cut (a few 1e-4 of the spread).
+
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf
     python3 tools/crosscheck.py -m ../shared/models/stories260K.gguf --policy zipvl:tau=0.9,probes=all -v
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf \
         --policy orthorank:profile=profiles/smollm2-135m-orthorank-sleb-20.json -v
     python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf --policy \
         'kvquant:bits=2,group=128,mode=kivi,prefill=quantized;kvsink:k=5,profile=profiles/smollm2-135m-kvsink.json'
+    python3 tools/crosscheck.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf \
+        --policy tokenbutler:keep=0.5,predictor=predictors/smollm2-135m-instruct.butler-2k.safetensors -v
 """
 
 from __future__ import annotations
@@ -78,6 +92,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from gguf_vocab import byte_alphabet  # noqa: E402
+from numpy_butler import NumpyButler  # noqa: E402
 from numpy_llama import NumpyLlama, causal_mask, load_raw_tensors, read_metadata  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -131,6 +146,9 @@ class EngineRun:
     # [layer] the scores the deciding policy reported per position (None: none at that layer); +inf,
     # which JSON cannot hold, is logged as null and read back as inf
     scores: list[np.ndarray | None] = field(default_factory=list)
+    # [layer] with --decision-log-keys: keys[head][t][j], query head `head` of position t attended key j (None:
+    # the layer selected no keys)
+    key_lists: list[np.ndarray | None] = field(default_factory=list)
 
 
 def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: bool = True) -> EngineRun:
@@ -138,8 +156,10 @@ def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: 
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "decisions.json")
         policies = [a for part in spec.split(";") for a in ("--policy", part)]
+        lists = any(part.partition(":")[0] in KEY_POLICIES for part in spec.split(";"))
         cmd = [str(binary), "run", "-m", model, "-p", prompt, "-n", "1", "--temp", "0", "-t", "1",
-               *policies, "--decision-log", log_path] + (["--exact"] if exact else [])
+               *policies, "--decision-log", log_path] + (["--exact"] if exact else []) + (
+                   ["--decision-log-keys"] if lists else [])
         res = subprocess.run(cmd, capture_output=True)
         if res.returncode != 0:
             raise RuntimeError(f"crosscheck: {' '.join(cmd[:2])} --policy {spec} failed: {res.stderr.decode()}")
@@ -150,7 +170,18 @@ def run_engine(binary: pathlib.Path, model: str, prompt: str, spec: str, exact: 
         raise RuntimeError(f"crosscheck: `tokensieve run` printed {printed[-200:]!r}, not the prompt and one token")
     scores = [None if row is None else np.array([np.inf if v is None else v for v in row], dtype=np.float64)
               for row in log.get("scores", [])]
-    return EngineRun(np.array(log["flags"], dtype=np.int64), log["legend"], printed[len(echo):-1], scores)
+    return EngineRun(np.array(log["flags"], dtype=np.int64), log["legend"], printed[len(echo):-1], scores,
+                     [None if layer is None else key_mask(layer) for layer in log.get("key_lists", [])])
+
+
+def key_mask(lists: list[list[list[int]]]) -> np.ndarray:
+    """A layer's key_lists ([position][query head] -> key positions) as keys[head][t][j]."""
+    n, heads = len(lists), len(lists[0]) if lists else 0
+    keys = np.zeros((heads, n, n), dtype=bool)
+    for t, row in enumerate(lists):
+        for h, positions in enumerate(row):
+            keys[h, t, positions] = True
+    return keys
 
 
 @functools.lru_cache(maxsize=4)
@@ -463,6 +494,13 @@ class LayerCheck:
     closest: float  # the smallest |margin| among the decisions that agree
     note: str
 
+    def describe(self) -> str:
+        differ = ", ".join(f"{t} ({m:.2e})" for t, m in zip(np.flatnonzero(self.engine_kept != self.ref_kept),
+                                                            self.diff_margins))
+        return (f"layer {self.layer:2d}: engine keeps {int(self.engine_kept.sum()):4d}, reference "
+                f"{int(self.ref_kept.sum()):4d}; closest agreeing margin {self.closest:.2e}; {self.note}"
+                + (f"; differ at token (margin) {differ}" if differ else ""))
+
 
 @dataclass
 class PolicyCheck:
@@ -514,9 +552,11 @@ def check_policy(model: NumpyLlama, model_path: str, ids: list[int], run: Engine
     if ";" in spec or spec.startswith(("kvquant:", "kvsink:")):
         return check_kvsink(model, model_path, ids, run, spec, DEFAULT_MEMBERS if members is None else members)
     name, options = parse_spec(spec)
+    if name == "tokenbutler":
+        return check_tokenbutler(model, model_path, ids, run, spec, options)
     if name not in POLICIES:
         raise SystemExit(f"crosscheck: no reference for policy {name!r} (covered: {', '.join(POLICIES)}, "
-                         "kvquant;kvsink)")
+                         "tokenbutler, kvquant;kvsink)")
     policy = POLICIES[name](options, model)
     selects = getattr(policy, "selects_tokens", False)  # else it skips attention (skip_attention)
     n = len(ids)
@@ -606,6 +646,256 @@ def check_next_token(model: NumpyLlama, model_path: str, x: np.ndarray, run: Eng
     ok = ref_text == run.new_text
     return ok, (f"next token {'=' if ok else '!='} engine's "
                 f"({ref_text!r} vs {run.new_text!r}, top-2 logit gap {logits[best] - logits[second]:.3f})")
+
+
+# --------------------------------------------------------------------------------------------------
+# TokenButler: the keys each (position, query head) attends
+
+
+KEY_POLICIES = ("tokenbutler",)  # their runs log the key lists (--decision-log-keys)
+I16_QUERY_MAX = 8191  # keys=i8: the query's integers (kernels/simd_ops.h kQueryI16Max)
+# A stored value this close (times its vector's largest |value|) to a rounding midpoint can round either way in the
+# engine: a float32 forward of the predictor differs from the float64 one by up to 3.4e-7 of that scale (SmolLM2).
+ROUND_TOL = 2.0 ** -18
+
+
+def half_steps(x: np.ndarray, half: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """|the other half-precision rounding - x's| where x lies within tol of the midpoint between them, else 0."""
+    rounded = half.astype(np.float64)
+    steps = np.zeros_like(x)
+    for toward in (-np.inf, np.inf):
+        other = np.nextafter(half, np.float16(toward)).astype(np.float64)
+        steps = np.where(np.abs(x - (rounded + other) / 2) < tol, np.abs(other - rounded), steps)
+    return np.nan_to_num(steps, posinf=0.0)
+
+
+def rint_steps(u: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """rint(u) and a step of 1 where u lies within ROUND_TOL * scale of a midpoint between integers, else 0."""
+    return np.rint(u), (np.abs(np.abs(u - np.floor(u)) - 0.5) < ROUND_TOL * scale).astype(np.float64)
+
+
+class TokenButlerReference:
+    """TokenButler (paper 001; src/policies/tokenbutler/tokenbutler.h, src/policies/key_budget.h): the predictor
+    (tools/numpy_butler.py) reads layer 0's RMSNorm_attn output of the prompt; at every layer l >= first_layer
+    (default 1; the layers before run dense) query head h at position t scores each candidate key j (j <= t,
+    inside the layer's window) by q_imp[t, (l, h)] . k_imp[j, (l, h)] (the 1/sqrt(d) ranks alike), with
+    shared=1 by the sum of that over its KV head's query heads (one list for the group); it attends to the
+    budget(t) = min(t + 1, ceil((t + 1) * keep)) best (ties to the earlier position), every candidate below
+    `sinks` (default 4) besides, and with recent=N the last N positions. The engine scores against importance
+    keys it stores rounded, so the reference rounds them alike: to half precision (keys=f16, the default;
+    the queries stay unrounded, float32 in the engine), or keys=i8: per position over the KV head's group *
+    d values, code = rint(k * 127 / max|k|) times max|k| / 127, and the query rounded to integers of at most
+    I16_QUERY_MAX over its scored width (kernels/simd_ops.h round_query_i16)."""
+
+    def __init__(self, options: dict[str, str], model: NumpyLlama):
+        reject_unknown(options, {"keep", "predictor", "recent", "shared", "keys", "sinks", "first_layer"},
+                       "tokenbutler")
+        if "keep" not in options or "predictor" not in options:
+            raise SystemExit("crosscheck: tokenbutler needs keep=F and predictor=FILE")
+        for key, allowed in {"shared": ("0", "1"), "keys": ("f16", "i8")}.items():
+            if options.get(key, allowed[0]) not in allowed:
+                raise SystemExit(f"crosscheck: tokenbutler {key}={options[key]} is not one of {'|'.join(allowed)}")
+        self.keep = float(options["keep"])
+        self.sinks = int(options.get("sinks", 4))
+        self.recent = int(options.get("recent", 0))
+        self.shared = options.get("shared", "0") == "1"
+        self.int8 = options.get("keys", "f16") == "i8"
+        first = int(options.get("first_layer", 1))
+        self.butler = NumpyButler(options["predictor"])
+        c = self.butler.config
+        if (c.n_embd, c.n_layers, c.n_query_heads) != (model.n_embd, model.n_layer, model.n_head):
+            raise SystemExit(f"crosscheck: predictor {options['predictor']} is for E={c.n_embd}, {c.n_layers} "
+                             f"layers, {c.n_query_heads} heads, not this model")
+        if not (0 < self.keep <= 1 and c.first_layer <= first < model.n_layer):
+            raise SystemExit(f"crosscheck: tokenbutler keep={self.keep} or first_layer={first} out of range")
+        self.layers = set(range(first, model.n_layer))
+        self.n_head, self.n_head_kv = model.n_head, model.n_head_kv
+        self.q_imp = self.k_imp = np.zeros(0)
+
+    def predict(self, normed0: np.ndarray) -> None:
+        """The importance queries and keys of the prompt, from layer 0's RMSNorm_attn output."""
+        self.q_imp, self.k_imp = self.butler.forward(normed0)
+
+    def budget(self, pos: np.ndarray) -> np.ndarray:
+        return np.minimum(pos + 1, np.ceil((pos + 1) * self.keep)).astype(np.int64)
+
+    def stored(self, layer: int, rounded: bool = True) -> tuple[np.ndarray, ...]:
+        """The importance queries and keys as the engine scores them at `layer`, [T][scored group][width] (width:
+        a query head's d, or with shared=1 its KV head's group's concatenated), and how far float32 can move
+        each value across a rounding midpoint (0: not within ROUND_TOL of one; else the step to the other
+        rounding). rounded=False: the unrounded values, no steps."""
+        d = self.butler.config.imp_dim
+        slots = [self.butler.slot(layer, h) for h in range(self.n_head)]
+        q, k = self.q_imp[:, slots], self.k_imp[:, slots]  # [T][head][d]
+        n, width = q.shape[0], self.n_head // self.n_head_kv if self.shared else 1
+        q_step, k_step = np.zeros_like(q), np.zeros_like(k)
+        if self.int8 and rounded:
+            group = k.reshape(n, self.n_head_kv, -1)  # a position's codes share its KV head's group's scale
+            amax = np.abs(group).max(axis=-1, keepdims=True)
+            codes, k_step = rint_steps(group * np.where(amax > 0, 127 / np.where(amax > 0, amax, 1), 0), 127)
+            k, k_step = codes * (amax / 127), k_step * (amax / 127)
+            q = q.reshape(n, self.n_head // width, width * d)
+            q_amax = np.abs(q).max(axis=-1, keepdims=True)
+            q_amax = np.where(q_amax < 1e-30, 0, q_amax)
+            codes, q_step = rint_steps(q * np.where(q_amax > 0, I16_QUERY_MAX / np.where(q_amax > 0, q_amax, 1), 0),
+                                       I16_QUERY_MAX)
+            q, q_step = codes * (q_amax / I16_QUERY_MAX), q_step * (q_amax / I16_QUERY_MAX)
+        elif rounded:
+            half = k.astype(np.float16)
+            with np.errstate(invalid="ignore"):
+                k_step = half_steps(k, half, ROUND_TOL * np.abs(k).max(axis=-1, keepdims=True))
+            k = half.astype(np.float64)
+        shape = (n, self.n_head // width, width * d)
+        return tuple(a.reshape(shape) for a in (q, k, q_step, k_step)) + (width,)
+
+    def scores(self, layer: int, rounded: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """[query head][query position][key position]: the ranked scores (rounded: of the values as stored),
+        and the most that rounding ambiguity in the engine's float32 can change each."""
+        q, k, q_step, k_step, width = self.stored(layer, rounded)
+        s = np.einsum("tgx,sgx->gts", q, k)
+        reach = np.einsum("tgx,sgx->gts", np.abs(q), k_step) + np.einsum("tgx,sgx->gts", q_step, np.abs(k))
+        return np.repeat(s, width, axis=0), np.repeat(reach, width, axis=0)
+
+    def select(self, layer: int, allowed: np.ndarray, rounded: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """allowed[t, j]: key j is a candidate of position t. Returns the selection [head][t][j]; each key's
+        signed distance from the cut midway between the budget-th and next best score of its row, relative to
+        the row's score spread (max - min over its candidates; positive: selected), NaN where no score decides
+        (a sink, a recent key, a row whose budget covers every candidate, not a candidate); decided[t, j]; and
+        the margin's reach: how far rounding ambiguity can move the key's score relative to the cut (its own
+        reach plus the row's largest, which bounds the cut's move), in the same unit."""
+        s, reach = self.scores(layer, rounded)
+        n = s.shape[1]
+        pos = np.arange(n)
+        masked = np.where(allowed[None], s, -np.inf)
+        order = np.argsort(-masked, axis=-1, kind="stable")  # best first, ties to the earlier position
+        rank = np.argsort(order, axis=-1)
+        k = self.budget(pos)
+        forced = allowed & ((pos[None, :] < self.sinks) | (pos[None, :] + self.recent > pos[:, None]))
+        selected = ((rank < k[None, :, None]) & allowed[None]) | forced[None]
+        has_cut = k < allowed.sum(axis=1)
+        ranked = np.take_along_axis(masked, order, axis=-1)
+        cut = (ranked[:, pos, k - 1] + ranked[:, pos, np.minimum(k, n - 1)]) / 2  # [head][t]
+        spread = masked.max(axis=-1) - np.where(allowed[None], s, np.inf).min(axis=-1)
+        spread = np.where(spread > 0, spread, 1)[..., None]
+        decided = allowed & ~forced & has_cut[:, None]
+        margin = (s - cut[..., None]) / spread
+        reach = (reach + np.where(allowed[None], reach, 0).max(axis=-1, keepdims=True)) / spread
+        return selected, np.where(decided[None], margin, np.nan), decided, reach
+
+
+@dataclass
+class KeyLayerCheck(LayerCheck):
+    """One TokenButler layer: engine_kept / ref_kept are the key decisions (query head, position, candidate)
+    flattened; a list is one (position, query head)'s keys."""
+
+    n_lists: int = 0
+    identical: int = 0
+    n_keys: int = 0  # keys the engine's lists hold
+    unrounded: int = 0  # lists a reference without the importance keys' rounding would find different
+    plain: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the differing keys' margins, before reach
+
+    def describe(self) -> str:
+        return (f"layer {self.layer:2d}: {self.identical}/{self.n_lists} lists identical, engine {self.n_keys} keys, "
+                f"reference {int(self.ref_kept.sum())}; closest agreeing margin {self.closest:.2e}; {self.note}")
+
+
+@dataclass
+class TokenButlerCheck(PolicyCheck):
+    rounding: str = ""  # what modelling the stored keys' rounding changes
+
+    def verdict(self, tie_tol: float) -> str:
+        lists = sum(c.n_lists for c in self.layers)
+        identical = sum(c.identical for c in self.layers)
+        closest = min(c.closest for c in self.layers)
+        what = (f"{self.spec}: {lists} key lists (position, query head) over {len(self.layers)} layers "
+                f"({self.n_tokens} tokens), {identical} identical; {self.n_decisions()} key decisions, "
+                f"{sum(c.n_keys for c in self.layers)} keys attended; closest agreeing margin {closest:.2e} of "
+                f"the score spread; " + (f"{self.rounding}; " if self.rounding else "") + self.next_token)
+        if self.flag_errors:
+            return f"DISAGREE {what}; log inconsistent with the policy: {self.flag_errors[0]}"
+        if self.n_diff() == 0 and self.next_token_ok:
+            return f"agree: identical key lists at every layer; {what}"
+        plain = max((float(c.plain.max()) for c in self.layers if len(c.plain)), default=0.0)
+        differ = (f"{self.n_diff()} key decisions in {lists - identical} lists differ, margins up to {plain:.2e}, "
+                  f"net of rounding reach up to {self.worst():.2e}")
+        if self.ok(tie_tol):
+            return f"agree up to near-ties: {differ} < {tie_tol:g}; {what}"
+        return f"DISAGREE: {differ}; {what}"
+
+
+def listed_attention(model: NumpyLlama, q: np.ndarray, k: np.ndarray, v: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Attention of every query over its own keys, keys[head][t][j] (no key: output 0), [T][n_head * d]."""
+    kv_of = np.arange(model.n_head) // (model.n_head // model.n_head_kv)
+    s = np.einsum("thd,shd->hts", q, k[:, kv_of]) / np.sqrt(model.head_dim)
+    s = np.where(keys, s, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(top), top, 0))
+    total = p.sum(axis=-1, keepdims=True)
+    p /= np.where(total > 0, total, 1)
+    return np.einsum("hts,shd->thd", p, v[:, kv_of]).reshape(q.shape[0], model.n_head * model.head_dim)
+
+
+def check_tokenbutler(model: NumpyLlama, model_path: str, ids: list[int], run: EngineRun, spec: str,
+                      options: dict[str, str]) -> TokenButlerCheck:
+    """The reference's key lists (TokenButlerReference) against the engine's at every layer >= first_layer;
+    the forward then goes on with the engine's lists (every query over exactly its logged keys, half-precision
+    K/V), so that a near-tie cannot cascade. Every token must run attention and the FFN and cache its K/V."""
+    policy = TokenButlerReference(options, model)
+    n = len(ids)
+    result = TokenButlerCheck(spec, n)
+    if run.flags.shape != (model.n_layer, n) or len(run.key_lists) != model.n_layer:
+        raise SystemExit(f"crosscheck: the log has flags {run.flags.shape} and {len(run.key_lists)} layers of key "
+                         f"lists, expected {(model.n_layer, n)}: not the token ids of `tokensieve tokenize`")
+    dense = run.legend["ran_attention"] | run.legend["ran_ffn"] | run.legend["kv_cached"]
+    if ((run.flags & dense) != dense).any():
+        result.flag_errors.append("some token skipped attention or the FFN, or dropped its K/V")
+    x = model.embed(ids)
+    unrounded = 0
+    for layer in range(model.n_layer):
+        normed = model.rms_norm(x, f"blk.{layer}.attn_norm.weight")
+        if layer == 0:
+            policy.predict(normed)
+        cos, sin = model.rope_tables(np.arange(n), layer)
+        q, k, v = model.qkv(layer, normed, cos, sin)
+        allowed = model.attention_mask(layer, n)
+        engine = run.key_lists[layer]
+        if layer not in policy.layers:
+            if engine is not None:
+                result.flag_errors.append(f"layer {layer}: keys were selected where the policy keeps the layer dense")
+            x += model.attn_output(layer, model.attention(q, to_half(k), to_half(v), allowed))
+            x += model.ffn(layer, x)
+            continue
+        if engine is None or engine.shape != (model.n_head, n, n):
+            raise SystemExit(f"crosscheck: the log lists no keys (or not every head's) at layer {layer}")
+        ref, margin, decided, reach = policy.select(layer, allowed)
+        diff = ref != engine
+        plain = np.where(decided[None], np.abs(margin), np.inf)  # no score decides a forced key: never a near-tie
+        net = np.maximum(plain - reach, 0)
+        same_list = ~diff.any(axis=-1)
+        note = "lists identical"
+        if diff.any():
+            h, t, j = (int(i) for i in np.unravel_index(np.argmax(np.where(diff, plain, -1)), diff.shape))
+            note = (f"{int(diff.sum())} keys differ in {int((~same_list).sum())} lists; the largest margin "
+                    f"{plain[h, t, j]:.2e} (rounding reach {reach[h, t, j]:.2e}) at position {t}, head {h}, key {j}, "
+                    f"which the engine {'has' if engine[h, t, j] else 'lacks'}; the largest net of reach "
+                    f"{net[diff].max():.2e}")
+        check = KeyLayerCheck(layer, engine[:, allowed].ravel(), ref[:, allowed].ravel(), net[diff],
+                              float(plain[~diff & decided[None]].min(initial=np.inf)), note, n_lists=same_list.size,
+                              identical=int(same_list.sum()), n_keys=int(engine.sum()), plain=plain[diff])
+        if not policy.int8:
+            check.unrounded = int((policy.select(layer, allowed, rounded=False)[0] != engine).any(axis=-1).sum())
+            unrounded += check.unrounded
+        result.layers.append(check)
+        x += model.attn_output(layer, listed_attention(model, q, to_half(k), to_half(v), engine))
+        x += model.ffn(layer, x)
+    if not policy.int8:
+        result.rounding = (f"importance keys rounded to half precision as the engine stores them (unrounded, "
+                           f"{unrounded} lists would differ from the engine's)")
+    else:
+        result.rounding = "importance keys and queries rounded as keys=i8 stores and scores them"
+    result.next_token_ok, result.next_token = check_next_token(model, model_path, x, run)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1000,11 +1290,7 @@ def main() -> int:
     for r in results:
         if args.verbose:
             for c in r.layers:
-                differ = ", ".join(f"{t} ({m:.2e})" for t, m in zip(np.flatnonzero(c.engine_kept != c.ref_kept),
-                                                                    c.diff_margins))
-                print(f"  {r.spec} layer {c.layer:2d}: engine keeps {int(c.engine_kept.sum()):4d}, reference "
-                      f"{int(c.ref_kept.sum()):4d}; closest agreeing margin {c.closest:.2e}; {c.note}"
-                      + (f"; differ at token (margin) {differ}" if differ else ""))
+                print(f"  {r.spec} {c.describe()}")
         print(r.verdict(args.tie_tol))
     return 0 if all(r.ok(args.tie_tol) for r in results) else 1
 

@@ -1,5 +1,5 @@
-"""tools/crosscheck.py: the engine's Token Filtering, ZipVL, OrthoRank and KVSink selections equal an
-independent float64 NumPy recomputation from the GGUF weights, layer by layer, on a WikiText-2 prompt
+"""tools/crosscheck.py: the engine's Token Filtering, ZipVL, OrthoRank, KVSink and TokenButler selections equal
+an independent float64 NumPy recomputation from the GGUF weights, layer by layer, on a WikiText-2 prompt
 (issue 17, item 4: a result that does not reproduce must be the method's, not a bug). Near-ties (a
 decision within the tolerance of flipping, float32 against float64) are allowed and counted; anything
 else fails. The test_a_different_*_rule_is_caught tests show the cross-check does fail when the rule it
@@ -15,6 +15,7 @@ from conftest import ROOT, TS_SHARED_DIR, find_model
 
 sys.path.insert(0, str(ROOT / "tools"))
 import crosscheck  # noqa: E402
+import numpy_butler  # noqa: E402
 
 WIKITEXT = TS_SHARED_DIR / "data" / "wikitext2" / "wiki.test.raw"
 
@@ -180,3 +181,60 @@ def test_a_different_kvsink_rule_is_caught(ts_bin, prompt):
                            f"{KIVI2},prefill=full;kvsink:k=5,layer=2,channel=15"]:
         r = crosscheck.check_policy(model, path, ids, run, reference_spec, members=2)
         assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and len(r.differ()) >= 2, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+
+
+# TokenButler (paper 001): at layers >= 1 each (position, query head) attends to the ceil(keep * (pos + 1)) keys of
+# largest predicted importance q_imp . k_imp (importance keys stored in half precision, or int8 with keys=i8) plus
+# positions 0-3; the predictor is recomputed from its file (tools/numpy_butler.py) and the engine's key lists
+# (--decision-log-keys) compared list by list.
+def stories_butler(directory, seed: int) -> str:
+    """A predictor with random weights (the paper's init) shaped for stories260K: E/8 = 8 in 4 heads, d = 8, I = 16.
+    (`tokensieve train-butler` cannot make one: its attention has the model's 8 heads, of size 1.)"""
+    config = numpy_butler.ButlerConfig(n_embd=64, n_reduced=8, n_heads=4, n_layers=5, first_layer=1, n_query_heads=8,
+                                       imp_dim=8, inter=16, rope_base=10000.0)
+    path = directory / f"stories260k-butler-{seed}.safetensors"
+    numpy_butler.save_butler(str(path), config, numpy_butler.random_butler(config, seed))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def butler(tmp_path_factory) -> str:
+    return stories_butler(tmp_path_factory.mktemp("butler"), 1)
+
+
+@pytest.mark.runtime(10)
+def test_stories260k_tokenbutler_keys_match_the_reference(ts_bin, prompt, butler):
+    model = str(find_model("stories260K.gguf"))
+    options = [",keep=0.5", ",keep=0.5,shared=1", ",keep=0.4,keys=i8", ",keep=0.3,recent=8,sinks=2,first_layer=2"]
+    results = crosscheck.crosscheck(ts_bin, model, prompt, [f"tokenbutler:predictor={butler}{o}" for o in options])
+    for r in results:
+        assert isinstance(r, crosscheck.TokenButlerCheck) and not r.flag_errors, r.spec
+        assert r.n_tokens >= 300 and r.next_token_ok
+        assert r.ok(crosscheck.DEFAULT_TIE_TOL), r.verdict(crosscheck.DEFAULT_TIE_TOL)
+        lists = sum(c.n_lists for c in r.layers)
+        assert sum(c.identical for c in r.layers) >= lists - 3, r.verdict(crosscheck.DEFAULT_TIE_TOL)  # near-ties: rare
+    assert [c.layer for c in results[0].layers] == [1, 2, 3, 4]
+    assert [c.layer for c in results[3].layers] == [2, 3, 4]
+    # The budget: about keep of the (position, candidate) pairs, plus the sinks.
+    n = results[0].n_tokens
+    pairs = n * (n + 1) / 2 * 8
+    assert all(0.5 * pairs < c.n_keys < 0.5 * pairs + 4 * n * 8 for c in results[0].layers)
+    # The engine's half-precision importance keys are modelled: unrounded keys would pick other keys somewhere.
+    assert sum(c.unrounded for c in results[0].layers) > sum(c.n_lists - c.identical for c in results[0].layers)
+
+
+@pytest.mark.runtime(8)
+def test_a_different_tokenbutler_rule_is_caught(ts_bin, prompt, butler, tmp_path):
+    path = str(find_model("stories260K.gguf"))
+    ids = crosscheck.tokenize(ts_bin, path, prompt)
+    model = crosscheck.NumpyLlama(crosscheck.load_raw_tensors(path), crosscheck.read_metadata(path), np.float64)
+    reference_spec = f"tokenbutler:keep=0.5,predictor={butler}"
+    other = stories_butler(tmp_path, 2)
+    for engine_spec in [f"tokenbutler:keep=0.6,predictor={butler}", f"{reference_spec},shared=1",
+                        f"tokenbutler:keep=0.5,predictor={other}"]:
+        run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
+        r = crosscheck.check_policy(model, path, ids, run, reference_spec)
+        verdict = r.verdict(crosscheck.DEFAULT_TIE_TOL)
+        assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 100 and verdict.startswith("DISAGREE"), verdict
+    with pytest.raises(SystemExit, match="not covered"):
+        crosscheck.TokenButlerReference({"keep": "0.5", "predictor": butler, "window": "8"}, model)
