@@ -31,19 +31,29 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- sparse_speed:begin -->", "<!-- sparse_speed:end -->"
-MODELS = {"smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", 8192),  # key: (file in models/, max context)
-          "qwen": ("Qwen2.5-Coder-0.5B-Instruct.gguf", 32768)}
+# key: (file in models/, max context, the name its files in profiles/ and predictors/ start with)
+MODELS = {"smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "smollm2-135m"),
+          "qwen": ("Qwen2.5-Coder-0.5B-Instruct.gguf", 32768, "qwen2.5-coder-0.5b")}
 SIMD_LEVELS = ("native", "avx2", "avx512", "scalar")  # native: TS_SIMD unset (the engine's best)
 MODES = ("prefill", "decode")
 
-Family = collections.namedtuple("Family", "key specs modes models")  # models: MODELS keys, None = any
-BUTLER = "tokenbutler:keep=0.5,predictor={root}/predictors/smollm2-135m-instruct.butler.safetensors"
+# models: MODELS keys, None = any. {files} in a spec: the model's profile/predictor name (MODELS), so
+# those families run on the models that have the files; {root}: the repository, filled in at run time.
+Family = collections.namedtuple("Family", "key specs modes models")
+BUTLER = "tokenbutler:keep=0.5,predictor={root}/predictors/{files}-instruct.butler.safetensors"
+BUTLER_2K = "tokenbutler:keep=0.5,predictor={root}/predictors/{files}-instruct.butler-2k.safetensors"
+PROFILED = ("smollm2", "qwen")
+KIVI2_Q = "kvquant:bits=2,group=128,mode=kivi,prefill=quantized"  # the KVSink grids' cache
 FAMILIES = [
-    # Profiles and predictors were searched / trained on SmolLM2 only.
-    Family("orthorank", ["orthorank:profile={root}/profiles/smollm2-135m-orthorank-shortened-20.json"],
-           ("prefill",), ("smollm2",)),
+    Family("orthorank", ["orthorank:profile={root}/profiles/{files}-orthorank-shortened-20.json"],
+           ("prefill",), PROFILED),
+    Family("orthorank-sleb", ["orthorank:profile={root}/profiles/{files}-orthorank-sleb-20.json"],
+           ("prefill",), PROFILED),
+    Family("sleb", ["sleb:profile={root}/profiles/{files}-sleb-20.json"], ("prefill",), PROFILED),
+    Family("shortened", ["shortened:profile={root}/profiles/{files}-shortened-20.json"], ("prefill",), PROFILED),
     Family("tokenbutler", [BUTLER], ("decode",), ("smollm2",)),
     Family("tokenbutler-shared", [BUTLER + ",shared=1,keys=i8"], ("decode",), ("smollm2",)),
+    Family("tokenbutler-2k", [BUTLER_2K], ("decode",), ("smollm2",)),
     Family("quest", ["quest:keep=0.5"], ("decode",), None),
     Family("quest-shared", ["quest:keep=0.5,shared=1"], ("decode",), None),
     Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
@@ -57,8 +67,17 @@ FAMILIES = [
     Family("kivi4", ["kvquant:bits=4,group=32,mode=kivi,residual=32"], ("decode",), None),
     Family("kivi2", ["kvquant:bits=2,group=32,mode=kivi,residual=32"], ("decode",), None),
     Family("kvsink4", ["kvquant:bits=4,group=32", "pfn:n=4"], ("decode",), None),  # see FOOTNOTE
+    Family("kivi2-g128", [KIVI2_Q], ("decode",), None),
+    Family("kivi2-g128-pfn5", [KIVI2_Q, "pfn:n=5"], ("decode",), None),
+    Family("kivi2-g128-kvsink5", [KIVI2_Q, "kvsink:k=5,profile={root}/profiles/{files}-kvsink.json"], ("decode",),
+           PROFILED),
     Family("tokenfilter", ["tokenfilter:ratio=0.3"], MODES, None),
+    Family("tokenfilter-random", ["tokenfilter:ratio=0.3,select=random"], MODES, None),
+    Family("attnremove", ["attnremove:ratio=0.3"], MODES, None),
     Family("zipvl", ["zipvl:tau=0.975"], MODES, None),
+    # ZipVL's matched baselines in docs/results/grids/zipvl-*.json
+    Family("fixedratio-0.73", ["fixedratio:keep=0.73"], MODES, ("smollm2",)),
+    Family("fixedratio-0.75", ["fixedratio:keep=0.75"], MODES, ("qwen",)),
 ]
 FOOTNOTE = ("kvsink4 is 4-bit kvquant with the first 4 positions at full precision (`pfn:n=4`), a stand-in "
             "for KVSink: KVSink proper needs a calibrated profile (`tokensieve calibrate kvsink`).")
@@ -91,7 +110,7 @@ def machine_simd():
 
 def model_key(path):
     """The MODELS key of a GGUF path (by file name), None for another model."""
-    return next((k for k, (f, _) in MODELS.items() if f == os.path.basename(path)), None)
+    return next((k for k, (f, _, _) in MODELS.items() if f == os.path.basename(path)), None)
 
 
 def plan(a):
@@ -107,8 +126,9 @@ def plan(a):
                     for simd in a.simd:
                         for f in families:
                             if mode in f.modes and (f.models is None or key in f.models):
+                                specs = [x.replace("{files}", MODELS[key][2]) if key else x for x in f.specs]
                                 yield {"model": path, "model_file": os.path.basename(path), "family": f.key,
-                                       "specs": f.specs, "mode": mode, "length": length, "threads": threads,
+                                       "specs": specs, "mode": mode, "length": length, "threads": threads,
                                        "machine": a.machine, "simd": simd, "reps": a.reps, "n_gen": a.n_gen if mode == "decode" else 0}
 
 
