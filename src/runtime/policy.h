@@ -10,8 +10,7 @@
 //                           K/V enter the cache or not       (Token Filtering; ZipVL from probe queries)
 //   4. choose_kv_storage    each written token's K/V storage                  (KVSink, PFN, KIVI)
 //   5. observe_kv           the post-RoPE K and V being written               (Quest, anchors)
-//   6. observe_queries      the post-RoPE queries of the attending rows       (TokenButler's training
-//   capture)
+//   6. observe_queries      the post-RoPE queries of the attending rows       (TokenButler training)
 //   7. select_keys          per query head, the cached keys a query attends   (TokenButler, Oracle, Quest),
 //                           after prepare_keys saw all the layer's queries    (ZipVL's probe attention)
 //   8. observe_attention    attention probabilities of the attending rows     (H2O, SnapKV)
@@ -50,7 +49,7 @@ enum class Hook : uint8_t {
   ObserveQueries,
   ObserveAttention,
 };
-inline constexpr size_t kHookCount = 9;
+inline constexpr size_t kHookCount = static_cast<size_t>(Hook::ObserveAttention) + 1;  // the last hook
 const char* hook_name(Hook h);
 inline bool is_decision(Hook h) { return h < Hook::ObserveLayerInput; }
 

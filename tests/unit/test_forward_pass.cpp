@@ -56,6 +56,7 @@ std::vector<Script> scripts_with_calls(const std::vector<std::vector<std::string
 Outcome run_alone(const Model& model, const Script& script, ThreadPool& pool) {
   Transformer tf(model, pool, 128);
   Outcome out;
+  out.log.key_lists = true;  // compared too: each (row, head) list at its batch row
   tf.set_decision_log(&out.log);
   if (!script.specs.empty()) tf.set_policies(make_policy_stack(script.specs, model));
   size_t at = 0;
@@ -76,6 +77,7 @@ std::vector<Outcome> run_batched(const Model& model, const std::vector<Script>& 
   std::vector<size_t> next_call(scripts.size(), 0), at(scripts.size(), 0);
   for (size_t i = 0; i < scripts.size(); ++i) {
     seqs.push_back(std::make_unique<Sequence>(model.config(), 128));
+    out[i].log.key_lists = true;
     seqs[i]->set_decision_log(&out[i].log);
     if (!scripts[i].specs.empty()) seqs[i]->set_policies(make_policy_stack(scripts[i].specs, model));
   }
@@ -121,7 +123,7 @@ bool same_log(const DecisionLog& a, const DecisionLog& b) {
   for (size_t i = 0; i < a.layers.size(); ++i) {
     const LayerRecord &x = a.layers[i], &y = b.layers[i];
     if (x.batch != y.batch || x.layer != y.layer || x.flags != y.flags ||
-        x.keys_attended != y.keys_attended || !same_bits(x.scores, y.scores))
+        x.keys_attended != y.keys_attended || x.key_lists != y.key_lists || !same_bits(x.scores, y.scores))
       return false;
   }
   for (size_t i = 0; i < a.evictions.size(); ++i)

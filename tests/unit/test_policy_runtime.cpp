@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -96,13 +97,16 @@ class QueryRecorder final : public Policy {
     keys.assign(candidates.begin(), candidates.end());
   }
   std::vector<std::vector<float>> queries;
+  std::vector<std::vector<uint32_t>> positions;  // [layer]: the positions shown, in call order
 
  private:
   void record(const QueryRows& q) {
     const size_t width = q.n_heads * q.head_dim;
     queries.resize(std::max(queries.size(), q.layer + 1));
+    positions.resize(queries.size());
     for (size_t i = 0; i < q.rows->size(); ++i) {
       const size_t pos = q.pos0 + (*q.rows)[i];
+      positions[q.layer].push_back(static_cast<uint32_t>(pos));
       queries[q.layer].resize(std::max(queries[q.layer].size(), (pos + 1) * width));
       std::copy_n(q.queries + i * width, width, &queries[q.layer][pos * width]);
     }
@@ -207,12 +211,43 @@ TEST(PolicyRuntime, ObservedQueriesAreTheSelectorsAndLeaveTheDenseResult) {
   // Layer 0's queries come before any attention: equal. Later layers' inputs went through the two
   // attention implementations, which round differently (see SelectedKeysAndObservedAttention).
   EXPECT_EQ(o.queries[0], s.queries[0]);
+  std::vector<uint32_t> every_position(tokens.size());
+  std::iota(every_position.begin(), every_position.end(), 0u);
   for (size_t l = 0; l < c.n_layers; ++l) {
+    EXPECT_EQ(o.positions[l], every_position) << l;  // each row once, prefill then decode
     ASSERT_EQ(o.queries[l].size(), tokens.size() * c.n_heads * c.head_dim) << l;
     ASSERT_EQ(s.queries[l].size(), o.queries[l].size()) << l;
     for (size_t j = 0; j < o.queries[l].size(); ++j)
       ASSERT_NEAR(o.queries[l][j], s.queries[l][j], 2e-2f) << l;
   }
+}
+
+// When a policy runs a subset at layer 2, the attending rows' queries are projected after K/V, on
+// their own: the observer sees only the selected rows there, with the dense run's queries bit for bit
+// (layers 0-1 are dense, and a product's row does not depend on the other rows).
+TEST(PolicyRuntime, ObservedQueriesOfASubsetAreTheDenseOnes) {
+  const auto tokens = random_tokens(40, 4);
+  ThreadPool pool(2);
+  Transformer dense(stories(), pool, 48), subset(stories(), pool, 48);
+  auto all = std::make_unique<QueryRecorder>(Hook::ObserveQueries);
+  auto some = std::make_unique<QueryRecorder>(Hook::ObserveQueries);
+  const QueryRecorder &a = *all, &b = *some;
+  dense.set_policies(stack(std::move(all)));
+  std::vector<std::unique_ptr<Policy>> v;
+  v.push_back(builtin_policies().create("orthorank:layers=2,ratio=0.5"));
+  v.push_back(std::move(some));
+  subset.set_policies(stack_of(std::move(v)));
+  dense.forward(tokens, true);
+  subset.forward(tokens, true);
+  const size_t width = stories().config().n_heads * stories().config().head_dim;
+  ASSERT_EQ(b.positions.size(), stories().config().n_layers);
+  EXPECT_EQ(b.positions[1].size(), tokens.size());
+  const std::vector<uint32_t>& ran = b.positions[2];
+  ASSERT_EQ(ran.size(), tokens.size() / 2);
+  for (uint32_t pos : ran)
+    ASSERT_TRUE(
+        std::equal(&b.queries[2][pos * width], &b.queries[2][(pos + 1) * width], &a.queries[2][pos * width]))
+        << "position " << pos;
 }
 
 // A subset at layer 2 (layers 0-1 dense): unselected tokens leave layer 2 as they entered it, the

@@ -325,6 +325,42 @@ TEST_F(ServerModel, DecisionsGridMarksSkippedLayers) {
   EXPECT_EQ(d["layer_windows"], json(std::vector<uint32_t>(model_->config().n_layers, 0)));  // no windows
 }
 
+// With key lists: [layer][position][head], null on layers without key selection; without, no field.
+TEST_F(ServerModel, DecisionsListTheAttendedKeysWhenAsked) {
+  ThreadPool pool(1);
+  const std::vector<int32_t> tokens = tok().encode("Once upon a time there was", true, false);
+  const size_t heads = model_->config().n_heads, n_layers = model_->config().n_layers;
+  for (bool lists : {false, true}) {
+    Transformer tf(*model_, pool, 64);
+    DecisionLog log;
+    log.key_lists = lists;
+    tf.set_decision_log(&log);
+    const std::vector<std::string> specs = {"streaming:sinks=1,window=2,first_layer=1"};
+    tf.set_policies(make_policy_stack(specs, *model_));
+    tf.forward(tokens, false);
+    const json d = decisions_json(log, tokens, *model_, "id");
+    ASSERT_EQ(d.contains("key_lists"), lists);
+    if (!lists) continue;
+    ASSERT_EQ(d["key_lists"].size(), n_layers);
+    for (size_t layer = 0; layer < n_layers; ++layer) {
+      if (layer == 0) {
+        EXPECT_TRUE(d["key_lists"][layer].is_null()) << layer;
+        continue;
+      }
+      ASSERT_EQ(d["key_lists"][layer].size(), tokens.size());
+      for (size_t pos = 0; pos < tokens.size(); ++pos) {
+        ASSERT_EQ(d["key_lists"][layer][pos].size(), heads);
+        // the sink and the two latest positions
+        std::vector<uint32_t> want = {0};
+        for (size_t j = pos >= 2 ? pos - 1 : 1; j <= pos; ++j) want.push_back(static_cast<uint32_t>(j));
+        if (pos == 0) want = {0};
+        for (size_t h = 0; h < heads; ++h)
+          EXPECT_EQ(d["key_lists"][layer][pos][h].get<std::vector<uint32_t>>(), want) << layer << " " << pos;
+      }
+    }
+  }
+}
+
 // Local layers are marked as such: the grid carries the model's window per layer.
 TEST(Decisions, LayerWindowsAreTheModelsSlidingWindows) {
   const auto model = Model::load(source_path("tests/fixtures/models/tiny-gemma3.gguf"));
