@@ -63,21 +63,47 @@ class ButlerConfig:
 
 
 def load_butler(path: str) -> tuple[ButlerConfig, dict[str, np.ndarray], dict[str, str]]:
-    """The config, the weights (float64) and the metadata of a predictor file."""
+    """The config, the weights (float64) and the metadata of a predictor file. A file that cannot be read
+    raises OSError; one that is not a well-formed predictor file, ValueError (its message names the flaw)."""
     with open(path, "rb") as f:
         blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"{path}: not a TokenButler predictor file ({len(blob)} bytes, no header length)")
     (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    meta = header.get("__metadata__", {})
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a TokenButler predictor file (format {meta.get('format')!r})")
-    config = ButlerConfig(*(int(meta[key]) for key in CONFIG_KEYS), float(meta["rope_base"]))
+    if n > len(blob) - 8:
+        raise ValueError(f"{path}: not a TokenButler predictor file (header length {n} beyond the file's end)")
+    try:
+        header = json.loads(blob[8:8 + n])
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path}: not a TokenButler predictor file (its header is not JSON)") from None
+    meta = header.get("__metadata__", {}) if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise ValueError(f"{path}: not a TokenButler predictor file (format {found!r})")
+    try:
+        config = ButlerConfig(*(int(meta[key]) for key in CONFIG_KEYS), float(meta["rope_base"]))
+    except KeyError as e:
+        raise ValueError(f"{path}: the metadata lacks {e.args[0]}") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: the metadata's config is not numbers") from None
+    c = config
+    if (min(c.n_embd, c.n_reduced, c.n_heads, c.n_layers, c.n_query_heads, c.imp_dim, c.inter) <= 0
+            or not 0 <= c.first_layer < c.n_layers or c.n_reduced % c.n_heads or c.n_reduced // c.n_heads % 2
+            or c.imp_dim % 2):
+        raise ValueError(f"{path}: the metadata's config is inconsistent ({c})")
     data = blob[8 + n:]
     weights = {}
     for name, shape in config.shapes().items():
-        entry = header[name]
-        begin, end = entry["data_offsets"]
-        w = np.frombuffer(data[begin:end], dtype=np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<"))
+        entry = header.get(name)
+        try:
+            begin, end = (int(i) for i in entry["data_offsets"])
+            dtype = DTYPES[entry["dtype"]]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}: tensor {name} is missing or has no F32/F16 dtype and data_offsets") from None
+        if not 0 <= begin <= end <= len(data) or (end - begin) % np.dtype(dtype).itemsize:
+            raise ValueError(f"{path}: tensor {name}'s data_offsets [{begin}, {end}] do not fit the file's "
+                             f"{len(data)} data bytes")
+        w = np.frombuffer(data[begin:end], dtype=np.dtype(dtype).newbyteorder("<"))
         if w.size != math.prod(shape):
             raise ValueError(f"{path}: tensor {name} has {w.size} values, the config needs {shape}")
         weights[name] = w.astype(np.float64).reshape(shape)
