@@ -37,8 +37,11 @@ MODELS = {"smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", 8192, "smollm2-135m"),
 SIMD_LEVELS = ("native", "avx2", "avx512", "scalar")  # native: TS_SIMD unset (the engine's best)
 MODES = ("prefill", "decode")
 
-# models: MODELS keys, None = any. {files} in a spec: the model's profile/predictor name (MODELS), so
-# those families run on the models that have the files; {root}: the repository, filled in at run time.
+# models: MODELS keys, None = any. {files} in a spec: the model's profile/predictor name (MODELS);
+# {root}: the repository, filled in at run time. A family naming such a file runs on the models its
+# tuple lists (PROFILED: every MODELS key, each has its profiles in profiles/; the TokenButler
+# predictors exist for SmolLM2 alone); the files themselves are not checked when planning, so a model
+# added to one of these tuples needs its files first, else its cells fail (recorded as ok=false).
 Family = collections.namedtuple("Family", "key specs modes models")
 BUTLER = "tokenbutler:keep=0.5,predictor={root}/predictors/{files}-instruct.butler.safetensors"
 BUTLER_2K = "tokenbutler:keep=0.5,predictor={root}/predictors/{files}-instruct.butler-2k.safetensors"
@@ -73,6 +76,7 @@ FAMILIES = [
            PROFILED),
     Family("tokenfilter", ["tokenfilter:ratio=0.3"], MODES, None),
     Family("tokenfilter-random", ["tokenfilter:ratio=0.3,select=random"], MODES, None),
+    Family("tokenfilter-uniform", ["tokenfilter:ratio=0.3,placement=uniform"], MODES, None),
     Family("attnremove", ["attnremove:ratio=0.3"], MODES, None),
     Family("zipvl", ["zipvl:tau=0.975"], MODES, None),
     # ZipVL's matched baselines in docs/results/grids/zipvl-*.json
@@ -80,7 +84,9 @@ FAMILIES = [
     Family("fixedratio-0.75", ["fixedratio:keep=0.75"], MODES, ("qwen",)),
 ]
 FOOTNOTE = ("kvsink4 is 4-bit kvquant with the first 4 positions at full precision (`pfn:n=4`), a stand-in "
-            "for KVSink: KVSink proper needs a calibrated profile (`tokensieve calibrate kvsink`).")
+            "for KVSink; the kivi2-g128-kvsink5 family runs KVSink proper (`kvsink:k=5`) with the model's "
+            "committed profile (profiles/…-kvsink.json, from `tokensieve calibrate kvsink`), on the KVSink "
+            "grids' INT2 KIVI cache.")
 KEY_FIELDS = ("model_file", "family", "mode", "length", "threads", "machine", "simd", "reps", "n_gen")
 FIGURES = ("prefill_tps", "decode_tps", "prefill_cpu_tps", "decode_cpu_tps", "kv_bytes_per_token",
            "kv_held_fraction", "kv_held_bytes_per_token", "decode_bytes_per_token", "decode_bandwidth_gbs",

@@ -14,14 +14,17 @@
       every method of every sweep grid, quality against speed, one panel per model: y = perplexity over
       the grid's own dense row in % (its paired 95% interval where the row's baseline is dense), x =
       speed-up over dense from bench/sparse_speed.py's records. A row is matched to the records of the
-      same model, thread count and policies (options equal except profile= / predictor= paths), run at
-      the engine's own SIMD level: decode at --length for selection, eviction and quantized KV, prefill
-      of --length for layer / token skipping (OrthoRank, SLEB, Token Filtering, ZipVL, ...), the nearest
-      length where that one was not measured; the AVX-512 machine's record before the AVX2-only one's,
-      the latest of a cell. Each grid CSV needs its sweep spec (same name, .json) for the model and
-      each row's policies; a row repeating the policies and setting of a grid read before (sorted
-      names, or the order given) is left out. Prints the points as a table; rows without a speed
-      record are listed, not drawn.
+      same model, thread count and policies (options equal; a profile= / predictor= file by its name
+      without the model's own prefix, so smollm2-135m-orthorank-sleb-20.json is orthorank-sleb-20.json
+      and matches only that kind of profile), run at the engine's own SIMD level: decode at --length for
+      selection, eviction and quantized KV, prefill of --length for layer / token skipping (OrthoRank,
+      SLEB, Token Filtering, ZipVL, ...); where --length was not measured, the measured length nearest to
+      it by ratio (|log(length / --length)|, a tie to the shorter); the AVX-512 machine's record before
+      the AVX2-only one's, the latest of a cell. No other policies' speed stands in: a row whose exact
+      policies were not measured has no speed figure. Each grid CSV needs its sweep spec (same name,
+      .json) for the model and each row's policies; a row repeating the policies and setting of a grid
+      read before (sorted names, or the order given) is left out. Prints the points as a table; rows
+      without a speed record are listed, not drawn.
 """
 import argparse
 import csv
@@ -160,7 +163,7 @@ def plot_sink(args):
 
 # --- summary: quality against speed, every method of every grid ------------------------------------------
 
-PATH_OPTIONS = {"profile", "predictor"}  # where a policy's data lives, not what it does
+PATH_OPTIONS = {"profile", "predictor"}  # options naming a file: compared by file_kind, not by path
 # Policies that save work in the prompt (layers or tokens skipped): their headline speed is prefill.
 PREFILL_POLICIES = {"orthorank", "sleb", "shortened", "tokenfilter", "attnremove", "zipvl", "fixedratio"}
 POLICY_NAMES = {"orthorank": "OrthoRank", "sleb": "SLEB", "shortened": "Shortened", "attnremove": "attention removal",
@@ -173,18 +176,25 @@ SPEED_FIELDS = ("model_file", "family", "mode", "length", "threads", "specs", "s
 
 
 def parse_spec(spec):
-    """'name:k=v,k=v' as (name, {k: v}); a piece without '=' continues the previous value (layers=1,3)."""
+    """'name:k=v,k=v' as (name, {k: v}); a piece without '=' continues the previous value (layers=1,3),
+    empty pieces (a trailing comma) are dropped as in tools/crosscheck.py, a key given twice is an error."""
     name, _, rest = spec.partition(":")
+    if not name.strip():
+        raise ValueError(f"policy spec '{spec}': no policy name")
     opts, key = {}, None
-    for piece in rest.split(",") if rest else []:
+    for piece in filter(None, (p.strip() for p in rest.split(","))):
         k, eq, v = piece.partition("=")
         if eq:
             key = k.strip()
+            if not key:
+                raise ValueError(f"policy spec '{spec}': '{piece}' has no key")
+            if key in opts:
+                raise ValueError(f"policy spec '{spec}': option '{key}' given twice")
             opts[key] = v.strip()
         elif key is None:
             raise ValueError(f"policy spec '{spec}': '{piece}' is not key=value")
         else:
-            opts[key] += "," + piece.strip()
+            opts[key] += "," + piece
     return name.strip(), opts
 
 
@@ -195,12 +205,33 @@ def option_value(v):
         return v
 
 
-def spec_key(specs):
-    """What a list of policy specs does: names and options, profile / predictor paths left out."""
+def squashed(text):
+    return text.lower().replace("-", "")
+
+
+def file_kind(path, model):
+    """What a profile / predictor file holds, whichever model it is for: its file name without the model's own
+    prefix. profiles/ and predictors/ files start with the model's name (smollm2-135m-, qwen2.5-coder-0.5b-,
+    gemma3-270m-): the prefix cut is the longest run of leading '-'-separated words that spells the start of
+    the model's file name, case and '-' aside. For SmolLM2-135M-Instruct.Q4_1.gguf,
+    .../smollm2-135m-orthorank-sleb-20.json is orthorank-sleb-20.json and
+    .../smollm2-135m-instruct.butler-2k.safetensors is instruct.butler-2k.safetensors."""
+    words = path.replace("\\", "/").rsplit("/", 1)[-1].split("-")
+    own = squashed(Path(model).name)
+    cut = 0
+    while cut + 1 < len(words) and own.startswith(squashed("".join(words[:cut + 1]))):
+        cut += 1
+    return "-".join(words[cut:])
+
+
+def spec_key(specs, model):
+    """What a list of policy specs of `model` does: names and options, a profile / predictor file by its
+    file_kind (the same kind of file of another model is the same; two kinds of profile are not)."""
     key = []
     for spec in specs:
         name, opts = parse_spec(spec)
-        key.append((name, tuple(sorted((k, option_value(v)) for k, v in opts.items() if k not in PATH_OPTIONS))))
+        key.append((name, tuple(sorted((k, file_kind(v, model) if k in PATH_OPTIONS else option_value(v))
+                                       for k, v in opts.items()))))
     return tuple(sorted(key))
 
 
@@ -250,8 +281,14 @@ def grid_files(paths, exclude):
 def read_grid(path, task):
     """The grid's rows of `task` (perplexity) as points: ΔPPL % against the grid's dense row of the same
     setting, with the paired interval where the row's baseline is that dense row."""
+    rows = []
     with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        for r in reader:
+            if None in r or None in r.values():  # more fields than the header (key None), or fewer (value None)
+                n = len(reader.fieldnames) + len(r[None]) if None in r else sum(v is not None for v in r.values())
+                sys.exit(f"error: {path}:{reader.line_num}: {n} fields, the header has {len(reader.fieldnames)}")
+            rows.append(r)
     if not rows or not GRID_COLUMNS <= set(rows[0]):
         sys.exit(f"error: {path}: not a tokensieve sweep CSV with columns {sorted(GRID_COLUMNS)}")
     rows = [r for r in rows if r["task"] == task and r["metric"] == "ppl"]
@@ -267,11 +304,23 @@ def read_grid(path, task):
                  "policies)")
     except (ValueError, KeyError, TypeError) as e:
         sys.exit(f"error: {spec_path}: not a sweep spec with model and policies ({type(e).__name__}: {e})")
+    if not isinstance(model, str) or not model:
+        sys.exit(f"error: {spec_path}: model is not a file name")
+    for label, policy_specs in specs.items():
+        if not isinstance(policy_specs, list) or not all(isinstance(x, str) for x in policy_specs):
+            sys.exit(f"error: {spec_path}: policy '{label}': specs is not a list of strings")
+        try:
+            spec_key(policy_specs, model)
+        except ValueError as e:
+            sys.exit(f"error: {spec_path}: {e}")
     try:
         dense = {}
         for r in rows:
             if specs.get(r["policy"]) == [] or (r["policy"] == "dense" and r["policy"] not in specs):
                 dense[r["setting"]] = (r["policy"], float(r["value"]))
+                if not dense[r["setting"]][1] > 0:
+                    sys.exit(f"error: {path}: dense perplexity {r['value']} of setting '{r['setting']}' is not "
+                             "positive")
         points = []
         for r in rows:
             if r["setting"] not in dense:
@@ -311,14 +360,35 @@ def read_speed(path):
         missing = [k for k in SPEED_FIELDS if k not in r]
         if missing:
             sys.exit(f"error: {path}:{i}: record without {', '.join(missing)} (not a bench/sparse_speed.py record)")
+        if "machine" not in r:  # as bench/sparse_speed.py reads its old records: all from AVX2-only machines
+            r["machine"] = r.get("simd_used") or "avx2"
+        wrong = record_problem(r)
+        if wrong:
+            sys.exit(f"error: {path}:{i}: unreadable record ({wrong})")
         try:
             r["speedup"] = float(r["speedup_vs_dense"][r["mode"]])
-            r["key"] = spec_key(r["specs"])
+            r["key"] = spec_key(r["specs"], r["model_file"])
         except (KeyError, TypeError, ValueError) as e:
             sys.exit(f"error: {path}:{i}: unreadable record ({type(e).__name__}: {e})")
-        r.setdefault("machine", r.get("simd_used", "avx2"))  # as bench/sparse_speed.py reads its old records
+        if not math.isfinite(r["speedup"]):
+            sys.exit(f"error: {path}:{i}: unreadable record (speed-up {r['speedup']})")
         records.append(r)
     return records
+
+
+def record_problem(r):
+    """What is wrong with the types of a speed record's fields, or None."""
+    for k in ("model_file", "family", "mode", "utc", "machine"):
+        if not isinstance(r[k], str):
+            return f"{k} {json.dumps(r[k])} is not a string"
+    for k in ("length", "threads"):
+        if not isinstance(r[k], int) or isinstance(r[k], bool) or r[k] <= 0:
+            return f"{k} {json.dumps(r[k])} is not a positive integer"
+    if not isinstance(r["specs"], list) or not all(isinstance(x, str) for x in r["specs"]):
+        return f"specs {json.dumps(r['specs'])} is not a list of strings"
+    if not isinstance(r["speedup_vs_dense"], dict):
+        return "speedup_vs_dense is not an object"
+    return None
 
 
 def headline_mode(specs):
@@ -326,17 +396,19 @@ def headline_mode(specs):
 
 
 def match_speed(records, point, threads, length):
-    """The record of the point's model and policies at the headline mode: length `length` else the
-    nearest measured (shorter first), the AVX-512 machine before the AVX2-only one, the latest."""
+    """The record of the point's model and exact policies at the headline mode: length `length`, else the
+    measured length nearest to it by ratio (least |log(n / length)|; of two as near, the shorter); the
+    AVX-512 machine before the AVX2-only one; the latest. None when those policies were not measured."""
     if not point["specs"]:
         return None, 0
-    key, mode = spec_key(point["specs"]), headline_mode(point["specs"])
+    key, mode = spec_key(point["specs"], point["model"]), headline_mode(point["specs"])
     model = Path(point["model"]).name
     cands = [r for r in records if Path(r["model_file"]).name == model and r["threads"] == threads
              and r["mode"] == mode and r.get("simd", "native") == "native" and r["key"] == key and r["speedup"] > 0]
     if not cands:
         return None, 0
-    best = min({r["length"] for r in cands}, key=lambda n: (n != length, n > length, abs(math.log(n / length))))
+    # rounded, so that 4096 and 16384 around 8192 tie exactly
+    best = min({r["length"] for r in cands}, key=lambda n: (round(abs(math.log(n / length)), 9), n))
     cands = [r for r in cands if r["length"] == best]
     rank = {"avx512": 0, "avx2": 1}
     top = min(rank.get(r["machine"], 2) for r in cands)
@@ -424,6 +496,10 @@ def paper_of(point, points):
 
 
 def plot_summary(args):
+    if args.length <= 0:
+        sys.exit(f"error: --length {args.length}: takes a positive number of tokens")
+    if args.threads <= 0:
+        sys.exit(f"error: --threads {args.threads}: takes a positive number of threads")
     exclude = set(args.exclude or [])
     points, notes = [], []
     for path in grid_files(args.grids, exclude):
@@ -530,10 +606,11 @@ def plot_summary(args):
     n = f"{args.length // 1024}K" if args.length % 1024 == 0 else str(args.length)
     caption = (f"y: {args.task.upper()} perplexity of each grid row over its own grid's dense row (bars: paired 95% "
                "interval, rows paired with dense). x: speed-up over dense of the same policies (options equal, "
-               f"profile / predictor paths aside) in {Path(args.speed).name}, {args.threads} threads, the engine's own "
-               f"SIMD level, the latest record: decode after {n} tokens of context (d{n}) for key selection, eviction "
-               f"and quantized KV; prefill of a {n}-token prompt (pp{n}, or the length that was run) for layer and "
-               "token skipping. Quality and speed come from different runs, possibly on different machines.")
+               f"profile / predictor files by name without the model's prefix) in {Path(args.speed).name}, "
+               f"{args.threads} threads, the engine's own SIMD level, the latest record: decode after {n} tokens of "
+               f"context (d{n}) for key selection, eviction and quantized KV; prefill of a {n}-token prompt (pp{n}, "
+               "else the nearest length measured) for layer and token skipping. Quality and speed come from "
+               "different runs, possibly on different machines.")
     fig.text(0.01, -0.01, "\n".join(textwrap.wrap(caption, 110 * len(models))), fontsize=8, va="top", ha="left")
     fig.savefig(args.output, dpi=args.dpi, bbox_inches="tight")
 
