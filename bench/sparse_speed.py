@@ -39,8 +39,8 @@ MODES = ("prefill", "decode")
 
 # models: MODELS keys, None = any. {files} in a spec: the model's profile/predictor name (MODELS);
 # {root}: the repository, filled in at run time. A family naming such a file runs on the models its
-# tuple lists (PROFILED: every MODELS key, each has its profiles in profiles/; the TokenButler
-# predictors exist for SmolLM2 alone); the files themselves are not checked when planning, so a model
+# tuple lists (PROFILED: every MODELS key, each has its profiles in profiles/ and its TokenButler
+# predictors in predictors/); the files themselves are not checked when planning, so a model
 # added to one of these tuples needs its files first, else its cells fail (recorded as ok=false).
 Family = collections.namedtuple("Family", "key specs modes models")
 BUTLER = "tokenbutler:keep=0.5,predictor={root}/predictors/{files}-instruct.butler.safetensors"
@@ -54,9 +54,9 @@ FAMILIES = [
            ("prefill",), PROFILED),
     Family("sleb", ["sleb:profile={root}/profiles/{files}-sleb-20.json"], ("prefill",), PROFILED),
     Family("shortened", ["shortened:profile={root}/profiles/{files}-shortened-20.json"], ("prefill",), PROFILED),
-    Family("tokenbutler", [BUTLER], ("decode",), ("smollm2",)),
-    Family("tokenbutler-shared", [BUTLER + ",shared=1,keys=i8"], ("decode",), ("smollm2",)),
-    Family("tokenbutler-2k", [BUTLER_2K], ("decode",), ("smollm2",)),
+    Family("tokenbutler", [BUTLER], ("decode",), PROFILED),
+    Family("tokenbutler-shared", [BUTLER + ",shared=1,keys=i8"], ("decode",), PROFILED),
+    Family("tokenbutler-2k", [BUTLER_2K], ("decode",), PROFILED),
     Family("quest", ["quest:keep=0.5"], ("decode",), None),
     Family("quest-shared", ["quest:keep=0.5,shared=1"], ("decode",), None),
     Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
