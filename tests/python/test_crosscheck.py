@@ -75,14 +75,19 @@ def test_smollm2_selections_match_the_reference(ts_bin, prompt):
     assert_agree(crosscheck.crosscheck(ts_bin, model, prompt, crosscheck.DEFAULT_POLICIES), 128)
 
 
-@pytest.mark.runtime(2)
-def test_a_different_rule_is_caught(ts_bin, prompt, stories):
+def assert_caught(ts_bin, prompt, stories, pairs):
+    """Each engine run under another rule (engine_spec) disagrees with the reference's rule (reference_spec)."""
     path, ids, model = stories
-    for engine_spec, reference_spec in [("tokenfilter:ratio=0.3,fusion=intent", "tokenfilter:ratio=0.3"),
-                                        ("zipvl:tau=0.975,seed=1", "zipvl:tau=0.975")]:
+    for engine_spec, reference_spec in pairs:
         run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
         r = crosscheck.check_policy(model, path, ids, run, reference_spec)
         assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 10, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+
+
+@pytest.mark.runtime(2)
+def test_a_different_rule_is_caught(ts_bin, prompt, stories):
+    assert_caught(ts_bin, prompt, stories, [("tokenfilter:ratio=0.3,fusion=intent", "tokenfilter:ratio=0.3"),
+                                            ("zipvl:tau=0.975,seed=1", "zipvl:tau=0.975")])
 
 
 # OrthoRank (paper 000): in the chosen layers the int(ratio * N) tokens of smallest |h_0 . h_i| (h the layer's
@@ -110,13 +115,9 @@ def test_stories260k_orthorank_selections_match_the_reference(ts_bin, prompt, tm
 
 @pytest.mark.runtime(2)
 def test_a_different_orthorank_rule_is_caught(ts_bin, prompt, stories):
-    path, ids, model = stories
-    for engine_spec, reference_spec in [("orthorank:layers=1-3,stage=residual", "orthorank:layers=1-3"),
-                                        ("orthorank:layers=1-3,select=reverse", "orthorank:layers=1-3"),
-                                        ("orthorank:layers=1-3,ratio=0.4", "orthorank:layers=1-3")]:
-        run = crosscheck.run_engine(ts_bin, path, prompt, engine_spec)
-        r = crosscheck.check_policy(model, path, ids, run, reference_spec)
-        assert not r.ok(crosscheck.DEFAULT_TIE_TOL) and r.n_diff() > 10, r.verdict(crosscheck.DEFAULT_TIE_TOL)
+    assert_caught(ts_bin, prompt, stories, [("orthorank:layers=1-3,stage=residual", "orthorank:layers=1-3"),
+                                            ("orthorank:layers=1-3,select=reverse", "orthorank:layers=1-3"),
+                                            ("orthorank:layers=1-3,ratio=0.4", "orthorank:layers=1-3")])
 
 
 @pytest.mark.runtime(1)
