@@ -38,31 +38,48 @@ void KeyBudget::bind(const Model& model, const std::string& policy) {
 namespace {
 
 // Order-preserving integer image of a score: a > b as floats iff key(a) > key(b); -0 and +0 map
-// to the same key, as they compare equal.
+// to the same key, as they compare equal. Arithmetic only, so that a loop of them vectorizes.
 uint32_t order_key(float s) {
-  const uint32_t u = std::bit_cast<uint32_t>(s == 0.0f ? 0.0f : s);
-  return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+  uint32_t u = std::bit_cast<uint32_t>(s);
+  u = u == 0x80000000u ? 0u : u;
+  return u ^ (static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u);  // < 0: ~u
 }
 
-// The k-th largest of keys[0..n) (1 <= k <= n), one byte at a time from the top (radix select:
-// linear, unlike sorting, and cheaper than nth_element on floats). Returns it with `k` reduced
-// to how many of the keys equal to it are among the k largest. keys is overwritten.
-uint32_t kth_largest(uint32_t* keys, size_t n, size_t& k) {
-  uint32_t value = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    std::array<size_t, 256> count{};
-    for (size_t j = 0; j < n; ++j) ++count[(keys[j] >> shift) & 0xFFu];
-    uint32_t digit = 255;
+// The k-th largest of keys[0..n) (1 <= k <= n), by radix select on the bits below those every
+// remaining key shares, at most 11 at a time from the top: one count per digit, then only the keys
+// with the chosen digit go on (into `rest`). The scores of one list share their sign and most
+// exponent bits, so a fixed byte-by-byte split spends whole passes on bits that select nothing;
+// here the first round's digits already spread the keys thinly. Returns the k-th largest with `k`
+// reduced to how many of the keys equal to it are among the k largest.
+uint32_t kth_largest(const uint32_t* keys, size_t n, size_t& k, std::vector<uint32_t>& rest) {
+  constexpr int kDigitBits = 11;
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (size_t j = 0; j < n; ++j) lo = std::min(lo, keys[j]), hi = std::max(hi, keys[j]);
+  std::array<uint32_t, size_t{1} << kDigitBits> count;
+  rest.resize(n);
+  const uint32_t* from = keys;
+  while (lo != hi) {
+    // lo and hi agree above bit `top`, and so does every key between them.
+    const int top = std::bit_width(lo ^ hi), shift = std::max(0, top - kDigitBits);
+    const uint32_t base = lo >> shift;  // digits (key >> shift) - base < 2^kDigitBits
+    const size_t n_digits = (hi >> shift) - base + 1;
+    std::fill_n(count.begin(), n_digits, 0u);
+    for (size_t j = 0; j < n; ++j) ++count[(from[j] >> shift) - base];
+    size_t digit = n_digits - 1;
     for (; count[digit] < k; --digit) k -= count[digit];
-    value |= digit << shift;
-    size_t kept = 0;  // the keys with this digit go on to the next byte (branch-free: it is a coin toss)
+    const uint32_t chosen = base + static_cast<uint32_t>(digit);
+    size_t kept = 0;  // branch-free: whether a key has the digit is unpredictable
     for (size_t j = 0; j < n; ++j) {
-      keys[kept] = keys[j];
-      kept += ((keys[j] >> shift) & 0xFFu) == digit;
+      const uint32_t key = from[j];
+      rest[kept] = key;
+      kept += (key >> shift) == chosen;
     }
     n = kept;
+    from = rest.data();
+    lo = UINT32_MAX, hi = 0;
+    for (size_t j = 0; j < n; ++j) lo = std::min(lo, from[j]), hi = std::max(hi, from[j]);
   }
-  return value;
+  return lo;
 }
 
 }  // namespace
@@ -70,25 +87,33 @@ uint32_t kth_largest(uint32_t* keys, size_t n, size_t& k) {
 void select_top_keys(std::span<const uint32_t> candidates, std::span<const float> scores, size_t k,
                      size_t sinks, std::vector<uint32_t>& keys) {
   keys.clear();
-  if (k >= candidates.size()) {
+  const size_t n_cand = candidates.size();
+  if (k >= n_cand) {
     keys.assign(candidates.begin(), candidates.end());
     return;
   }
-  // The k-th largest score is the threshold: above it everything is kept, at it the earliest.
-  thread_local std::vector<uint32_t> work;
-  work.resize(scores.size());
-  for (size_t j = 0; j < scores.size(); ++j) work[j] = order_key(scores[j]);
-  size_t at_threshold = k;  // k == 0: no score is above the threshold or ties it
-  const uint32_t threshold = k > 0 ? kth_largest(work.data(), work.size(), at_threshold) : UINT32_MAX;
-  // Branch-free: whether a key is taken is unpredictable (about keep of them are).
-  keys.resize(k + std::min(sinks, candidates.size()) + 1);  // + 1: the write past the last one taken
+  // The k-th largest score is the threshold: above it everything is kept, at it the earliest
+  // `at_threshold`, which end before `tie_end`.
+  thread_local std::vector<uint32_t> order, rest;
+  order.resize(n_cand);
+  for (size_t j = 0; j < n_cand; ++j) order[j] = order_key(scores[j]);
+  size_t at_threshold = k;
+  uint32_t threshold = UINT32_MAX;  // k == 0: no score is above it, none is taken at it
+  size_t tie_end = 0;
+  if (k > 0) {
+    threshold = kth_largest(order.data(), n_cand, at_threshold, rest);
+    for (size_t taken = 0; taken < at_threshold; ++tie_end) taken += order[tie_end] == threshold;
+  }
+  // Branch-free (whether a key is taken is a coin toss at keep 0.5): each test an integer 0 or 1.
+  keys.resize(k + std::min(sinks, n_cand) + 1);  // + 1: the write past the last one taken
+  const uint32_t* cand = candidates.data();
+  uint32_t* out = keys.data();
   size_t n = 0;
-  for (size_t j = 0; j < candidates.size(); ++j) {
-    const uint32_t s = order_key(scores[j]);
-    const bool tie = s == threshold && at_threshold > 0;
-    at_threshold -= tie;
-    keys[n] = candidates[j];
-    n += s > threshold || tie || candidates[j] < sinks;
+  for (size_t j = 0; j < n_cand; ++j) {
+    const uint32_t s = order[j];
+    out[n] = cand[j];
+    n += static_cast<size_t>(s > threshold) | (static_cast<size_t>(s == threshold) & (j < tie_end)) |
+         static_cast<size_t>(cand[j] < sinks);
   }
   keys.resize(n);
 }

@@ -77,13 +77,17 @@ TEST(KeyPolicies, SelectTopKeysKeepsTheBestAndTheSinksInOrder) {
 
 TEST(KeyPolicies, SelectTopKeysMatchesAStableSortOnRandomScores) {
   std::mt19937 rng(11);
-  for (const size_t n : {1, 2, 7, 300, 5000}) {
+  for (const size_t n : {1, 2, 7, 300, 5000, 8192}) {
     std::vector<uint32_t> cand(n);
     for (size_t j = 0; j < n; ++j) cand[j] = static_cast<uint32_t>(2 * j + 1);  // not 0..n-1
-    for (const int levels : {3, 1000, 0}) {  // heavy ties, some ties, continuous; signs mixed
+    // heavy ties, some ties, continuous; signs mixed, or (offset 1000) one sign and exponent
+    // for all but the two zeros, so most of the keys' bits are shared
+    for (const auto& [levels, offset] :
+         {std::pair{3, 0.0f}, {1000, 0.0f}, {0, 0.0f}, {1000, 1e3f}, {0, 1e3f}}) {
       std::vector<float> scores(n);
       std::normal_distribution<float> normal(0.0f, 4.0f);
-      for (float& s : scores) s = levels ? std::round(normal(rng) * levels / 8.0f) / levels : normal(rng);
+      for (float& s : scores)
+        s = offset + (levels ? std::round(normal(rng) * levels / 8.0f) / levels : normal(rng));
       if (n > 2) scores[1] = -0.0f, scores[2] = 0.0f;  // equal scores with different bits
       for (const size_t k : {size_t{0}, size_t{1}, n / 3, n / 2, n - 1}) {
         std::vector<size_t> order(n);
@@ -97,7 +101,7 @@ TEST(KeyPolicies, SelectTopKeysMatchesAStableSortOnRandomScores) {
           if (cand[j] < 6 || best[j]) want.push_back(cand[j]);
         std::vector<uint32_t> keys;
         select_top_keys(cand, scores, k, 6, keys);
-        ASSERT_EQ(keys, want) << "n=" << n << " levels=" << levels << " k=" << k;
+        ASSERT_EQ(keys, want) << "n=" << n << " levels=" << levels << " offset=" << offset << " k=" << k;
       }
     }
   }
