@@ -1,15 +1,15 @@
 // Microbenchmarks of the decode-attention kernels and the key selector, on data that stays in
 // cache: what each costs per key row in compute alone, per instruction set. The sparse-speed
 // matrix (bench/sparse_speed.py) measures whole decode steps; this is where a kernel change is
-// seen without the noise of a model run. Build with -DTS_BENCH=ON (tools/build.sh does), run
+// seen without the noise of a model run. Built unless -DTS_BENCH=OFF; run
 //   build/bin/ts_kernel_bench [--benchmark_filter=codes]
 // Rows: 2731 keys (a decode step's key chunk at 8K context, 3 KV heads, 2 threads), 3 queries (a
 // SmolLM2 KV group), head_dim 64.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
-#include <span>
 #include <string>
 #include <vector>
 

@@ -45,6 +45,16 @@ uint32_t order_key(float s) {
   return u ^ (static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u);  // < 0: ~u
 }
 
+// The smallest and largest of keys[0..n).
+struct KeySpan {
+  uint32_t lo = UINT32_MAX, hi = 0;
+};
+KeySpan key_span(const uint32_t* keys, size_t n) {
+  KeySpan span;
+  for (size_t j = 0; j < n; ++j) span.lo = std::min(span.lo, keys[j]), span.hi = std::max(span.hi, keys[j]);
+  return span;
+}
+
 // The k-th largest of keys[0..n) (1 <= k <= n), by radix select on the bits below those every
 // remaining key shares, at most 11 at a time from the top: one count per digit, then only the keys
 // with the chosen digit go on (into `rest`). The scores of one list share their sign and most
@@ -53,16 +63,15 @@ uint32_t order_key(float s) {
 // reduced to how many of the keys equal to it are among the k largest.
 uint32_t kth_largest(const uint32_t* keys, size_t n, size_t& k, std::vector<uint32_t>& rest) {
   constexpr int kDigitBits = 11;
-  uint32_t lo = UINT32_MAX, hi = 0;
-  for (size_t j = 0; j < n; ++j) lo = std::min(lo, keys[j]), hi = std::max(hi, keys[j]);
+  KeySpan span = key_span(keys, n);
   std::array<uint32_t, size_t{1} << kDigitBits> count;
   rest.resize(n);
   const uint32_t* from = keys;
-  while (lo != hi) {
-    // lo and hi agree above bit `top`, and so does every key between them.
-    const int top = std::bit_width(lo ^ hi), shift = std::max(0, top - kDigitBits);
-    const uint32_t base = lo >> shift;  // digits (key >> shift) - base < 2^kDigitBits
-    const size_t n_digits = (hi >> shift) - base + 1;
+  while (span.lo != span.hi) {
+    // span.lo and span.hi agree from bit `top` up, and so does every key between them.
+    const int top = std::bit_width(span.lo ^ span.hi), shift = std::max(0, top - kDigitBits);
+    const uint32_t base = span.lo >> shift;  // digits (key >> shift) - base < 2^kDigitBits
+    const size_t n_digits = (span.hi >> shift) - base + 1;
     std::fill_n(count.begin(), n_digits, 0u);
     for (size_t j = 0; j < n; ++j) ++count[(from[j] >> shift) - base];
     size_t digit = n_digits - 1;
@@ -76,16 +85,17 @@ uint32_t kth_largest(const uint32_t* keys, size_t n, size_t& k, std::vector<uint
     }
     n = kept;
     from = rest.data();
-    lo = UINT32_MAX, hi = 0;
-    for (size_t j = 0; j < n; ++j) lo = std::min(lo, from[j]), hi = std::max(hi, from[j]);
+    span = key_span(from, n);
   }
-  return lo;
+  return span.lo;
 }
 
 }  // namespace
 
 void select_top_keys(std::span<const uint32_t> candidates, std::span<const float> scores, size_t k,
                      size_t sinks, std::vector<uint32_t>& keys) {
+  TS_CHECK(scores.size() == candidates.size(), "select_top_keys: ", scores.size(), " scores for ",
+           candidates.size(), " candidates");
   keys.clear();
   const size_t n_cand = candidates.size();
   if (k >= n_cand) {
@@ -94,15 +104,16 @@ void select_top_keys(std::span<const uint32_t> candidates, std::span<const float
   }
   // The k-th largest score is the threshold: above it everything is kept, at it the earliest
   // `at_threshold`, which end before `tie_end`.
-  thread_local std::vector<uint32_t> order, rest;
-  order.resize(n_cand);
-  for (size_t j = 0; j < n_cand; ++j) order[j] = order_key(scores[j]);
+  thread_local std::vector<uint32_t> order_keys, rest;
+  order_keys.resize(n_cand);
+  uint32_t* ordered = order_keys.data();  // read through a pointer: a thread_local is looked up per access
+  for (size_t j = 0; j < n_cand; ++j) ordered[j] = order_key(scores[j]);
   size_t at_threshold = k;
   uint32_t threshold = UINT32_MAX;  // k == 0: no score is above it, none is taken at it
   size_t tie_end = 0;
   if (k > 0) {
-    threshold = kth_largest(order.data(), n_cand, at_threshold, rest);
-    for (size_t taken = 0; taken < at_threshold; ++tie_end) taken += order[tie_end] == threshold;
+    threshold = kth_largest(ordered, n_cand, at_threshold, rest);
+    for (size_t taken = 0; taken < at_threshold; ++tie_end) taken += ordered[tie_end] == threshold;
   }
   // Branch-free (whether a key is taken is a coin toss at keep 0.5): each test an integer 0 or 1.
   keys.resize(k + std::min(sinks, n_cand) + 1);  // + 1: the write past the last one taken
@@ -110,7 +121,7 @@ void select_top_keys(std::span<const uint32_t> candidates, std::span<const float
   uint32_t* out = keys.data();
   size_t n = 0;
   for (size_t j = 0; j < n_cand; ++j) {
-    const uint32_t s = order[j];
+    const uint32_t s = ordered[j];
     out[n] = cand[j];
     n += static_cast<size_t>(s > threshold) | (static_cast<size_t>(s == threshold) & (j < tie_end)) |
          static_cast<size_t>(cand[j] < sinks);

@@ -89,6 +89,7 @@ TEST(KeyPolicies, SelectTopKeysMatchesAStableSortOnRandomScores) {
       for (float& s : scores)
         s = offset + (levels ? std::round(normal(rng) * levels / 8.0f) / levels : normal(rng));
       if (n > 2) scores[1] = -0.0f, scores[2] = 0.0f;  // equal scores with different bits
+      if (n > 4) scores[3] = INFINITY, scores[4] = -INFINITY;
       for (const size_t k : {size_t{0}, size_t{1}, n / 3, n / 2, n - 1}) {
         std::vector<size_t> order(n);
         std::iota(order.begin(), order.end(), 0);
