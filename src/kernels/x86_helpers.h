@@ -37,6 +37,17 @@ inline __m256i dot_u8_s8(__m256i u, __m256i s) {
 #endif
 }
 
+// dot_u8_s8(u0, s0) + dot_u8_s8(u1, s1), the two int16 pair sums added before widening (exact for
+// codes of up to 4 bits: 4 * 15 * 127 < 2^15).
+inline __m256i dot2_u8_s8(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+#ifdef __AVX512VNNI__
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+#else
+  return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1)),
+                           _mm256_set1_epi16(1));
+#endif
+}
+
 // Lane i = the sum of the 8 floats at rows + 8 * i (one transposed horizontal sum for 8 rows).
 inline __m256 row_sums_8x8(const float* rows) {
   const auto at = [&](int i) { return _mm256_loadu_ps(rows + 8 * i); };
