@@ -186,10 +186,11 @@ TEST(KvCodes, RoundedQueryScoreIsWithinHalfAStepOfTheExactDot) {
 TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
-  // {48}, {32, 16}: an odd last 16-channel block; {16, 16, ...}: two ranges in one 32-channel pair.
+  // {48}, {32, 16}: an odd last 16-channel block; {16, 16, ...}: two ranges in one 32-channel pair;
+  // {32, 32, 32, 32}: groups of 32 (2-bit: 8-byte blocks; 2-bit {32, 32} keys are KIVI-like below).
   const std::vector<std::vector<uint32_t>> shapes = {
       {64},     {32, 32},    {128}, {64, 64}, {16, 16, 16, 16}, {36},
-      {48, 16}, {16, 8, 16}, {48},  {32, 16}, {16, 16, 16}};
+      {48, 16}, {16, 8, 16}, {48},  {32, 16}, {16, 16, 16},     {32, 32, 32, 32}};
   uint32_t seed = 100;
   for (unsigned bits : {8u, 4u, 2u})
     for (const auto& shape : shapes)
