@@ -202,10 +202,12 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
           // row seed % 4 of it, on every fifth case.
           const size_t block_rows = seed % 5 == 0 ? 4 : 0;
           // 2-bit {32, 32}: keys in one segment of the head as KIVI's per-channel keys are, values in
-          // two groups (16-byte key blocks beside 8-byte value blocks).
+          // two groups (16-byte key blocks beside 8-byte value blocks at 2 bits, 16-byte at 4).
+          // Beside 2-bit keys, values of 2 bits (every block size) and 4 on alternate cases.
           const bool kivi_like = bits == 2 && shape == std::vector<uint32_t>{32, 32};
+          const unsigned value_bits = bits == 2 && seed % 2 ? 4 : bits;
           const CodedRun k(kivi_like ? std::vector<uint32_t>{64} : shape, bits, n_keys, shared, seed),
-              v(shape, bits == 2 ? 4 : bits, n_keys, !shared, seed + 7);
+              v(shape, value_bits, n_keys, !shared, seed + 7);
           const size_t hd = k.segments.back().offset + k.segments.back().size;
           CodedQueries sets{nullptr, n_q, nullptr, block_rows, block_rows ? seed % 4 : 0};
           const size_t n_sets = sets.n_sets(n_keys);
