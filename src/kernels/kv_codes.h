@@ -4,7 +4,7 @@
 // A segment of n values (n a multiple of 8 / bits) packs into n * bits / 8 bytes B. Value j sits
 // in byte j % B at bit (j / B) * bits: the bytes hold 8 / bits contiguous runs of B values in
 // their successive bit fields, so one load of bytes yields, for each bit field, a run of
-// consecutive values (one shift and mask per 16 channels in the attention kernel of simd_ops.h).
+// consecutive values (a few shifts and masks per 16 channels in the attention kernels of simd_ops.h).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
