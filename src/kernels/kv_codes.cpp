@@ -35,6 +35,26 @@ void decode_coded_row(const CodedRows& rows, size_t j, float* out) {
   }
 }
 
+void fold_query_sets(const CodedQueries& q, size_t n_keys, size_t head_dim, float scale,
+                     std::vector<float>& sets, std::vector<float>& bias) {
+  const size_t n_sets = q.n_sets(n_keys);
+  sets.resize(n_sets * q.n_q * head_dim);
+  bias.resize(n_sets * q.n_q);
+  for (size_t t = 0; t < n_sets; ++t) {
+    const CodeRange* r = q.key_ranges + t * q.key_ranges_stride;
+    for (size_t g = 0; g < q.n_q; ++g) {
+      const float* qg = q.q + g * head_dim;
+      float* out = &sets[(t * q.n_q + g) * head_dim];
+      float qm = 0.0f;
+      for (size_t c = 0; c < head_dim; ++c) {
+        out[c] = qg[c] * r[c].scale;
+        qm += qg[c] * r[c].min;
+      }
+      bias[t * q.n_q + g] = scale * qm;
+    }
+  }
+}
+
 void RoundedQueries::round(const float* queries, size_t n_q, size_t head_dim, float scale,
                            Quantize quantize) {
   padded = (head_dim + kQueryBlock - 1) / kQueryBlock * kQueryBlock;

@@ -60,15 +60,18 @@ struct CodedRows {
   size_t range_stride = 0;
 };
 
-// The queries of SimdOps::attn_codes: sets of n_q queries (head_dim floats each; set t at
-// q + t * n_q * head_dim) and their biases (bias + t * n_q; null: none). Row j of a call is scored
-// by set (j + skip) / block_rows: KIVI's per-channel key ranges change every block_rows positions
-// and callers fold each block's into a set of its own (skip: the rows of the first block that lie
-// before the call's first row). block_rows 0: one set for every row.
+// The queries of SimdOps::attn_codes: n_q queries of head_dim floats. Keys with per-channel ranges
+// (KIVI) keep those ranges beside the queries instead of in their rows (whose own ranges are then
+// {1, 0}): block t of block_rows rows has head_dim of them at key_ranges + t * key_ranges_stride,
+// and its rows are scored against the queries folded with them, a set of its own: q * range.scale
+// per channel, plus the bias q . range.min (times the attention scale, as the scores). Row j of a
+// call lies in block (j + skip) / block_rows (skip: the rows of the first block that lie before the
+// call's first row); block_rows 0: one block for every row. key_ranges null: no fold, one set.
 struct CodedQueries {
   const float* q = nullptr;
   size_t n_q = 0;
-  const float* bias = nullptr;
+  const CodeRange* key_ranges = nullptr;
+  size_t key_ranges_stride = 0;
   size_t block_rows = 0, skip = 0;
   size_t set(size_t j) const { return block_rows ? (j + skip) / block_rows : 0; }
   size_t n_sets(size_t n_keys) const { return n_keys ? set(n_keys - 1) + 1 : 0; }
@@ -79,6 +82,12 @@ struct CodedQueries {
     return end < n_keys ? end : n_keys;
   }
 };
+
+// The query sets of a call over n_keys rows folded with q.key_ranges (the scalar reference; the
+// SIMD tables fold their own way): set t's query g at sets[(t * n_q + g) * head_dim ..], its bias,
+// times `scale`, at bias[t * n_q + g]. Not called without key ranges.
+void fold_query_sets(const CodedQueries& q, size_t n_keys, size_t head_dim, float scale,
+                     std::vector<float>& sets, std::vector<float>& bias);
 
 // Row j of `rows` decoded to floats (scale * code + min), one per channel of the head.
 void decode_coded_row(const CodedRows& rows, size_t j, float* out);

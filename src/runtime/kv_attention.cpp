@@ -13,13 +13,11 @@ namespace {
 // Per-thread scratch, grown to the largest call.
 struct Scratch {
   std::vector<CodeSegment> kseg, vseg;  // the head's segments, head-relative
-  std::vector<float> qk;            // [block][g][hd]: KIVI: queries times each key block's per-channel scales
-  std::vector<float> bias;          // [block][g]: KIVI: scale * (query . block minima)
-  std::vector<float> pm, pl, pacc;  // one run's partials
-  std::vector<float> p;             // [g][run]: the run's numerators
-  std::vector<uint32_t> rows;       // 0 .. run: a half-precision run's rows, for attn_gather
-  std::vector<size_t> run_start;    // with numerators: each run's first key ...
-  std::vector<float> run_m;         // ... and its max per query
+  std::vector<float> pm, pl, pacc;      // one run's partials
+  std::vector<float> p;                 // [g][run]: the run's numerators
+  std::vector<uint32_t> rows;           // 0 .. run: a half-precision run's rows, for attn_gather
+  std::vector<size_t> run_start;        // with numerators: each run's first key ...
+  std::vector<float> run_m;             // ... and its max per query
 };
 
 // The segments of KV head kvh relative to the head: channel offsets from its first channel, range
@@ -44,7 +42,7 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
   std::fill(acc, acc + n_q * hd, 0.0f);
   head_segments(cache.segments(kvh, true), base, s.kseg);
   head_segments(cache.segments(kvh, false), base, s.vseg);
-  static constexpr CodeRange kIdentity{1.0f, 0.0f};  // KIVI keys: ranges folded into qk and bias
+  static constexpr CodeRange kIdentity{1.0f, 0.0f};  // KIVI keys: their ranges go with the queries
   s.pm.resize(n_q);
   s.pl.resize(n_q);
   s.pacc.resize(n_q * hd);
@@ -78,23 +76,14 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
       const size_t run = cache.coded_run(layer, pos, n - j);
       while (len < run && positions[j + len] == pos + len) ++len;
       CodedQueries queries{q, n_q};
-      if (kivi) {  // each key block's per-channel ranges folded into a query set of its own
-        const size_t g = cache.format().group, first = pos / g;
-        const size_t sets = cache.static_ranges() ? 1 : (pos + len - 1) / g - first + 1;
-        s.qk.resize(sets * n_q * hd);
-        s.bias.resize(sets * n_q);
-        for (size_t b = 0; b < sets; ++b) {
-          const CodeRange* cr = cache.key_block_ranges(layer, (first + b) * g) + base;
-          for (size_t qi = 0; qi < n_q; ++qi) {
-            float qm = 0.0f;
-            for (size_t c = 0; c < hd; ++c) {
-              s.qk[(b * n_q + qi) * hd + c] = q[qi * hd + c] * cr[c].scale;
-              qm += q[qi * hd + c] * cr[c].min;
-            }
-            s.bias[b * n_q + qi] = scale * qm;
-          }
+      if (kivi) {  // each key block's per-channel ranges, folded into the queries by the kernel
+        const size_t g = cache.format().group;
+        queries.key_ranges = cache.key_block_ranges(layer, pos) + base;
+        if (!cache.static_ranges()) {
+          queries.key_ranges_stride = kv_dim;  // key_block_ranges: [layer][block][kv_dim]
+          queries.block_rows = g;
+          queries.skip = pos % g;
         }
-        queries = {s.qk.data(), n_q, s.bias.data(), sets > 1 ? g : 0, pos % g};
       }
       const CodedRows krows{kr.codes + code_bytes(kr.bits, base),
                             cache.code_row_bytes(),

@@ -182,7 +182,8 @@ TEST(KvCodes, RoundedQueryScoreIsWithinHalfAStepOfTheExactDot) {
 // table against the scalar kernel on the shapes its blocks of 16 channels decode (head dim 64, 128
 // in one, two or four segments, so 16-, 8- and 4-byte blocks; 1 to 9 queries, past one group of
 // 8) and on those decoded code by code (odd head dims, uneven segments), odd key counts, shared and
-// per-row ranges, with and without bias, one query set or one per block of rows.
+// per-row ranges, with and without per-channel key ranges (KIVI's: folded into the queries, one
+// set for every row or one per block of rows).
 TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
   const SimdOps& simd = simd_ops(GetParam());
   const SimdOps& ref = scalar_ops();
@@ -197,10 +198,10 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
       for (size_t n_keys : {1u, 7u, 129u})
         for (size_t n_q : {1u, 3u, 5u, 9u}) {
           ++seed;
-          const bool shared = seed % 3 == 0, with_bias = seed % 2 == 0;
-          // Query sets per block of 4 rows (KIVI's per-block keys), the first block entered at
-          // row seed % 4 of it, on every fifth case.
-          const size_t block_rows = seed % 5 == 0 ? 4 : 0;
+          const bool shared = seed % 3 == 0, with_key_ranges = seed % 2 == 0;
+          // Per-channel key ranges (KIVI's keys) on every other case: per block of 4 rows, the
+          // first block entered at row seed % 4 of it, on every fifth case, else one for all rows.
+          const size_t block_rows = with_key_ranges && seed % 5 == 0 ? 4 : 0;
           // 2-bit {32, 32}: keys in one segment of the head as KIVI's per-channel keys are, values in
           // two groups (16-byte key blocks beside 8-byte value blocks at 2 bits, 16-byte at 4).
           // Beside 2-bit keys, values of 2 bits (every block size) and 4 on alternate cases.
@@ -209,12 +210,15 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
           const CodedRun k(kivi_like ? std::vector<uint32_t>{64} : shape, bits, n_keys, shared, seed),
               v(shape, value_bits, n_keys, !shared, seed + 7);
           const size_t hd = k.segments.back().offset + k.segments.back().size;
-          CodedQueries sets{nullptr, n_q, nullptr, block_rows, block_rows ? seed % 4 : 0};
+          CodedQueries sets{nullptr, n_q, nullptr, hd, block_rows, block_rows ? seed % 4 : 0};
           const size_t n_sets = sets.n_sets(n_keys);
-          const auto q = random_floats(n_sets * n_q * hd, seed + 3),
-                     bias = random_floats(n_sets * n_q, seed + 4);
+          const auto q = random_floats(n_q * hd, seed + 3),
+                     range_floats = random_floats(2 * n_sets * hd, seed + 4);
+          std::vector<CodeRange> key_ranges(n_sets * hd);
+          for (size_t i = 0; i < key_ranges.size(); ++i)
+            key_ranges[i] = {0.5f + std::abs(range_floats[2 * i]), range_floats[2 * i + 1]};
           sets.q = q.data();
-          sets.bias = with_bias ? bias.data() : nullptr;
+          if (with_key_ranges) sets.key_ranges = key_ranges.data();
           const float scale = 0.125f;
           std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), p1(n_q * n_keys);
           std::vector<float> m2(n_q), l2(n_q), a2(n_q * hd), p2(n_q * n_keys);
@@ -225,9 +229,14 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
             std::vector<double> s(n_keys), out(hd, 0.0);
             std::vector<float> qs(hd);
             for (size_t j = 0; j < n_keys; ++j) {
-              const size_t at = sets.set(j) * n_q + g;
-              for (size_t c = 0; c < hd; ++c) qs[c] = q[at * hd + c] * scale;
-              s[j] = expected_score(k, j, qs.data()) + (with_bias ? bias[at] : 0.0f);
+              // Row j's query: q, or q folded with its block's key ranges, and that fold's bias.
+              const CodeRange* r = with_key_ranges ? &key_ranges[sets.set(j) * hd] : nullptr;
+              double fold_bias = 0.0;
+              for (size_t c = 0; c < hd; ++c) {
+                qs[c] = q[g * hd + c] * (r ? r[c].scale : 1.0f) * scale;
+                fold_bias += r ? double(q[g * hd + c]) * r[c].min * scale : 0.0;
+              }
+              s[j] = expected_score(k, j, qs.data()) + fold_bias;
             }
             const double mx = *std::max_element(s.begin(), s.end());
             double sum = 0.0;

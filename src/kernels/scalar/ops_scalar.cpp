@@ -150,15 +150,16 @@ void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* 
 
 void attn_codes(const CodedQueries& q, const CodedRows& k, const CodedRows& v, size_t n_keys, size_t head_dim,
                 float scale, float* m, float* l, float* acc, float* p) {
-  std::vector<float> row(head_dim);
+  std::vector<float> row(head_dim), sets, bias;
+  if (q.key_ranges) fold_query_sets(q, n_keys, head_dim, scale, sets, bias);
   RoundedQueries rq;
-  rq.round(q.q, q.n_sets(n_keys) * q.n_q, head_dim, scale, scalar::quantize_q8);
+  rq.round(q.key_ranges ? sets.data() : q.q, q.n_sets(n_keys) * q.n_q, head_dim, scale, scalar::quantize_q8);
   attend_reference(
       q.n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
         const size_t at = q.set(j) * q.n_q + g;
         return coded_key_score(k, j, rq.query(at), rq.query_codes(at), rq.query_scales(at)) +
-               (q.bias ? q.bias[at] : 0.0f);
+               (q.key_ranges ? bias[at] : 0.0f);
       },
       [&](size_t j, float e, float* out) {
         decode_coded_row(v, j, row.data());
