@@ -58,9 +58,12 @@ void fold_query_sets(const CodedQueries& q, size_t n_keys, size_t head_dim, floa
 void RoundedQueries::round(const float* queries, size_t n_q, size_t head_dim, float scale,
                            Quantize quantize) {
   padded = (head_dim + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
-  q.assign(n_q * padded, 0.0f);
-  for (size_t g = 0; g < n_q; ++g)
-    for (size_t c = 0; c < head_dim; ++c) q[g * padded + c] = queries[g * head_dim + c] * scale;
+  q.resize(n_q * padded);  // every float written below: no zeroing pass (a KIVI step rounds ~800 queries)
+  for (size_t g = 0; g < n_q; ++g) {
+    float* out = &q[g * padded];
+    for (size_t c = 0; c < head_dim; ++c) out[c] = queries[g * head_dim + c] * scale;
+    std::fill(out + head_dim, out + padded, 0.0f);
+  }
   codes.resize(q.size());
   scales.resize(q.size() / kQueryBlock);
   half_sums.resize(2 * scales.size());
