@@ -73,11 +73,11 @@ struct CodedQueries {
   const CodeRange* key_ranges = nullptr;
   size_t key_ranges_stride = 0;
   size_t block_rows = 0, skip = 0;
-  size_t set(size_t j) const { return block_rows ? (j + skip) / block_rows : 0; }
+  size_t set(size_t j) const { return block_rows && key_ranges ? (j + skip) / block_rows : 0; }
   size_t n_sets(size_t n_keys) const { return n_keys ? set(n_keys - 1) + 1 : 0; }
   // The end of row j's set within rows 0..n_keys.
   size_t set_end(size_t j, size_t n_keys) const {
-    if (!block_rows) return n_keys;
+    if (!block_rows || !key_ranges) return n_keys;
     const size_t end = (set(j) + 1) * block_rows - skip;
     return end < n_keys ? end : n_keys;
   }

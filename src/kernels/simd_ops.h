@@ -83,9 +83,10 @@ struct SimdOps {
   // and values are decoded in registers (scale * code + min per segment) as they stream by, so the
   // cache is read at its coded width. Row j's score for query g = coded_key_score(key, scale * q)
   // + bias with q and bias those of row j's query set (CodedQueries): keys of 4 or 2 bits against
-  // the scaled query rounded to 8 bits, integer products (kv_codes.h); KIVI callers fold each key
-  // block's per-channel scales into its set's queries and its minima into the biases, so a run
-  // over many blocks is one call. With p (n_q x n_keys), also each exp(score - m[g]).
+  // the scaled query rounded to 8 bits, integer products (kv_codes.h). KIVI callers pass each key
+  // block's per-channel ranges beside the queries and the kernel folds them into a set of queries
+  // and biases per block, so a run over many blocks is one call. With p (n_q x n_keys), also each
+  // exp(score - m[g]).
   void (*attn_codes)(const CodedQueries& q, const CodedRows& k, const CodedRows& v, size_t n_keys,
                      size_t head_dim, float scale, float* m, float* l, float* acc, float* p);
 

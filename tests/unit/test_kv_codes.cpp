@@ -193,15 +193,18 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
       {64},     {32, 32},    {128}, {64, 64}, {16, 16, 16, 16}, {36},
       {48, 16}, {16, 8, 16}, {48},  {32, 16}, {16, 16, 16},     {32, 32, 32, 32}};
   uint32_t seed = 100;
+  size_t multi_set_cases = 0;  // cases whose rows span several KIVI blocks
   for (unsigned bits : {8u, 4u, 2u})
     for (const auto& shape : shapes)
       for (size_t n_keys : {1u, 7u, 129u})
         for (size_t n_q : {1u, 3u, 5u, 9u}) {
           ++seed;
-          const bool shared = seed % 3 == 0, with_key_ranges = seed % 2 == 0;
-          // Per-channel key ranges (KIVI's keys) on every other case: per block of 4 rows, the
-          // first block entered at row seed % 4 of it, on every fifth case, else one for all rows.
-          const size_t block_rows = with_key_ranges && seed % 5 == 0 ? 4 : 0;
+          // The case's options from independent bits of a hash of its seed (the seed steps with n_q).
+          const uint32_t mix = seed * 2654435761u;
+          const bool shared = seed % 3 == 0, with_key_ranges = (mix >> 31) != 0;
+          // Per-channel key ranges (KIVI's keys) on half the cases: on half of those per block of 4
+          // rows, the first block entered at row 0-3 of it, else one block for all rows.
+          const size_t block_rows = with_key_ranges && (mix >> 30) % 2 ? 4 : 0;
           // 2-bit {32, 32}: keys in one segment of the head as KIVI's per-channel keys are, values in
           // two groups (16-byte key blocks beside 8-byte value blocks at 2 bits, 16-byte at 4).
           // Beside 2-bit keys, values of 2 bits (every block size) and 4 on alternate cases.
@@ -210,15 +213,17 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
           const CodedRun k(kivi_like ? std::vector<uint32_t>{64} : shape, bits, n_keys, shared, seed),
               v(shape, value_bits, n_keys, !shared, seed + 7);
           const size_t hd = k.segments.back().offset + k.segments.back().size;
-          CodedQueries sets{nullptr, n_q, nullptr, hd, block_rows, block_rows ? seed % 4 : 0};
-          const size_t n_sets = sets.n_sets(n_keys);
+          // Ranges for every block the rows can touch (n_keys / 4 + 2 blocks of 4, entered anywhere).
+          const size_t n_blocks = n_keys / 4 + 2;
           const auto q = random_floats(n_q * hd, seed + 3),
-                     range_floats = random_floats(2 * n_sets * hd, seed + 4);
-          std::vector<CodeRange> key_ranges(n_sets * hd);
+                     range_floats = random_floats(2 * n_blocks * hd, seed + 4);
+          std::vector<CodeRange> key_ranges(n_blocks * hd);
           for (size_t i = 0; i < key_ranges.size(); ++i)
             key_ranges[i] = {0.5f + std::abs(range_floats[2 * i]), range_floats[2 * i + 1]};
-          sets.q = q.data();
-          if (with_key_ranges) sets.key_ranges = key_ranges.data();
+          const CodedQueries sets{q.data(), n_q,        with_key_ranges ? key_ranges.data() : nullptr,
+                                  hd,       block_rows, block_rows ? (mix >> 26) % 4 : 0};
+          ASSERT_LE(sets.n_sets(n_keys), n_blocks);
+          multi_set_cases += sets.n_sets(n_keys) > 1;
           const float scale = 0.125f;
           std::vector<float> m1(n_q), l1(n_q), a1(n_q * hd), p1(n_q * n_keys);
           std::vector<float> m2(n_q), l2(n_q), a2(n_q * hd), p2(n_q * n_keys);
@@ -260,6 +265,7 @@ TEST_P(KvCodesSimdTest, AttentionOverCodedRowsMatchesScalar) {
             }
           }
         }
+  EXPECT_GE(multi_set_cases, 60u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvCodesSimdTest, ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
