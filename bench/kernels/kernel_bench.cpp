@@ -49,26 +49,45 @@ void attn_f16(benchmark::State& state, const SimdOps& ops) {
   state.SetItemsProcessed(state.iterations() * kRows);
 }
 
-// Coded keys and values of `bits`, the head cut into `segments` equal ranges per row (1: per-token
-// groups of >= 64 channels; 2: groups of 32).
-void attn_codes(benchmark::State& state, const SimdOps& ops, unsigned bits, uint32_t segments) {
+// Rows of `bits` codes, the head cut into `segments` equal ranges per row (1: per-token groups of
+// >= 64 channels; 2: groups of 32), all of range {0.1, -0.5}.
+struct BenchRows {
   std::vector<CodeSegment> segs;
-  for (uint32_t s = 0; s < segments; ++s) segs.push_back({s * kHeadDim / segments, kHeadDim / segments, s});
-  const size_t row_bytes = code_bytes(bits, kHeadDim);
-  std::vector<uint8_t> packed(kRows * row_bytes), codes(kHeadDim);
-  std::mt19937 rng(4);
-  for (size_t j = 0; j < kRows; ++j) {
-    for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() & code_max(bits));
-    for (const CodeSegment& s : segs)
-      pack_codes(&codes[s.offset], s.size, bits, &packed[j * row_bytes + code_bytes(bits, s.offset)]);
+  std::vector<uint8_t> packed;
+  std::vector<CodeRange> ranges;
+  CodedRows rows;
+  BenchRows(unsigned bits, uint32_t segments, const CodeRange& range, uint32_t seed) {
+    for (uint32_t s = 0; s < segments; ++s) segs.push_back({s * kHeadDim / segments, kHeadDim / segments, s});
+    const size_t row_bytes = code_bytes(bits, kHeadDim);
+    packed.resize(kRows * row_bytes);
+    std::vector<uint8_t> codes(kHeadDim);
+    std::mt19937 rng(seed);
+    for (size_t j = 0; j < kRows; ++j) {
+      for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() & code_max(bits));
+      for (const CodeSegment& s : segs)
+        pack_codes(&codes[s.offset], s.size, bits, &packed[j * row_bytes + code_bytes(bits, s.offset)]);
+    }
+    ranges.assign(kRows * segments, range);
+    rows = {packed.data(), row_bytes, bits, segs.data(), segs.size(), ranges.data(), segments};
   }
-  const std::vector<CodeRange> ranges(kRows * segments, CodeRange{0.1f, -0.5f});
-  const CodedRows rows{packed.data(), row_bytes, bits, segs.data(), segs.size(), ranges.data(), segments};
+};
+
+// Coded keys and values of `bits` cut into `segments` ranges per row; with kivi_block, keys as
+// KIVI's: one segment, their per-channel ranges beside the queries, a set per block of that many rows.
+void attn_codes(benchmark::State& state, const SimdOps& ops, unsigned bits, uint32_t segments,
+                size_t kivi_block) {
+  const BenchRows values(bits, segments, {0.1f, -0.5f}, 4);
+  const BenchRows keys(bits, kivi_block ? 1 : segments,
+                       kivi_block ? CodeRange{1.0f, 0.0f} : CodeRange{0.1f, -0.5f}, 4);
   const auto q = normal_floats(kQueries * kHeadDim, 5);
+  const size_t n_blocks = kivi_block ? kRows / kivi_block + 1 : 0;
+  const std::vector<CodeRange> key_ranges(n_blocks * kHeadDim, CodeRange{0.1f, -0.5f});
+  const CodedQueries queries{q.data(), kQueries,   kivi_block ? key_ranges.data() : nullptr,
+                             kHeadDim, kivi_block, 0};
   std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim);
   for (auto _ : state)
-    ops.attn_codes(CodedQueries{q.data(), kQueries}, rows, rows, kRows, kHeadDim, 0.125f, m.data(), l.data(),
-                   acc.data(), nullptr);
+    ops.attn_codes(queries, keys.rows, values.rows, kRows, kHeadDim, 0.125f, m.data(), l.data(), acc.data(),
+                   nullptr);
   state.SetItemsProcessed(state.iterations() * kRows);
 }
 
@@ -114,7 +133,11 @@ void register_all() {
         benchmark::RegisterBenchmark(
             ("attn_codes/" + isa + "/bits:" + std::to_string(bits) + "/segments:" + std::to_string(segments))
                 .c_str(),
-            attn_codes, std::cref(ops), bits, segments);
+            attn_codes, std::cref(ops), bits, segments, size_t{0});
+    for (const size_t block : {32u, 128u})  // KIVI: 2-bit keys per channel, values in groups of 32
+      benchmark::RegisterBenchmark(
+          ("attn_codes_kivi/" + isa + "/bits:2/block:" + std::to_string(block)).c_str(), attn_codes,
+          std::cref(ops), 2u, 2u, block);
     benchmark::RegisterBenchmark(("dot_i8_pairs/" + isa).c_str(), dot_i8_pairs, std::cref(ops));
   }
   benchmark::RegisterBenchmark("select_top_keys/8192/half", select_top_half);
