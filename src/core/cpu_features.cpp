@@ -14,7 +14,8 @@ SimdLevel detected_simd_level() {
         __builtin_cpu_supports("avx512vbmi"))
       return SimdLevel::Avx512;
     // Every AVX2 CPU also has F16C (Haswell and Excavator onwards); clang 14 cannot query "f16c".
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::Avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("popcnt"))
+      return SimdLevel::Avx2;
     return SimdLevel::Scalar;
   }();
   return level;

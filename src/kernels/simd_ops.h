@@ -19,6 +19,11 @@ inline constexpr float kGeluTanhScale = 0.7978845608f;
 // Rows per block of dot_f16_blocks.
 inline constexpr size_t kF16Block = 16;
 
+// compress_range's counts.
+struct RangeCount {
+  size_t in_range = 0, above = 0;
+};
+
 struct SimdOps {
   const char* name;
   // y[t * y_stride + r] = sum_k w[r * cols + k] * x[t * x_stride + k]  for r < n_rows, t < n_tok.
@@ -52,6 +57,11 @@ struct SimdOps {
   //            j % kF16Block * 2 + x % 2]) * (scales[j] * q_scale)
   void (*dot_i8_pairs)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
                        const int16_t* q, float q_scale, size_t n, float* out);
+  // The j < n with lo <= keys[j] <= hi (unsigned), in order: values[j] written to out[0 ..
+  // in_range) (out has room for n), and how many keys lie above hi. The branch-free core of
+  // top-k selection (select_top_keys): the keys bracketing the threshold, then the positions kept.
+  RangeCount (*compress_range)(const uint32_t* keys, const uint32_t* values, size_t n, uint32_t lo,
+                               uint32_t hi, uint32_t* out);
   void (*f32_to_f16)(const float* x, uint16_t* y, size_t n);
   // y = x / rms(x) * weight
   void (*rms_norm)(const float* x, const float* weight, float* y, size_t n, float eps);

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 
 #include "core/error.h"
+#include "kernels/simd_ops.h"
 #include "model/model.h"
 
 namespace ts {
@@ -55,13 +58,19 @@ KeySpan key_span(const uint32_t* keys, size_t n) {
   return span;
 }
 
-// The k-th largest of keys[0..n) (1 <= k <= n), by radix select on the bits below those every
-// remaining key shares, at most 11 at a time from the top: one count per digit, then only the keys
-// with the chosen digit go on (into `rest`). The scores of one list share their sign and most
-// exponent bits, so a fixed byte-by-byte split spends whole passes on bits that select nothing;
-// here the first round's digits already spread the keys thinly. Returns the k-th largest with `k`
-// reduced to how many of the keys equal to it are among the k largest.
-uint32_t kth_largest(const uint32_t* keys, size_t n, size_t& k, std::vector<uint32_t>& rest) {
+// The k-th largest of keys[0..n) (1 <= k <= n), and how many keys equal it: in total, and among
+// the k largest (the earliest ones are taken).
+struct KthKey {
+  uint32_t key = 0;
+  size_t taken = 0, equal = 0;
+};
+
+// By radix select on the bits below those every remaining key shares, at most 11 at a time from
+// the top: one count per digit, then only the keys with the chosen digit go on (into `rest`). The
+// scores of one list share their sign and most exponent bits, so a fixed byte-by-byte split spends
+// whole passes on bits that select nothing; here the first round's digits already spread the keys
+// thinly. Keys equal to the k-th largest share every digit with it, so all of them reach the end.
+KthKey radix_kth_largest(const uint32_t* keys, size_t n, size_t k, std::vector<uint32_t>& rest) {
   constexpr int kDigitBits = 11;
   KeySpan span = key_span(keys, n);
   std::array<uint32_t, size_t{1} << kDigitBits> count;
@@ -87,7 +96,37 @@ uint32_t kth_largest(const uint32_t* keys, size_t n, size_t& k, std::vector<uint
     from = rest.data();
     span = key_span(from, n);
   }
-  return span.lo;
+  return {span.lo, k, n};
+}
+
+// Long lists first bracket the k-th largest between two keys of a sample (its expected rank
+// there, +- 3 standard deviations), count the keys above the bracket and compress those in it in
+// one vector pass, and radix-select among those (a sixth of the list at keep 0.5), instead of
+// counting digits over the whole list. A sample that misses (about 1 list in 200) falls back.
+KthKey kth_largest(const uint32_t* keys, size_t n, size_t k, std::vector<uint32_t>& bracket,
+                   std::vector<uint32_t>& rest) {
+  constexpr size_t kSample = 256;
+  if (n < 8 * kSample) return radix_kth_largest(keys, n, k, rest);
+  std::array<uint32_t, kSample> sample;
+  for (size_t i = 0; i < kSample; ++i) sample[i] = keys[i * n / kSample];
+  const double p = static_cast<double>(k) / static_cast<double>(n);
+  const auto margin = static_cast<size_t>(std::ceil(3.0 * std::sqrt(kSample * p * (1.0 - p)))) + 1;
+  const size_t rank = k * kSample / n;  // from the top, 0-based
+  const auto descending = std::greater<uint32_t>();
+  uint32_t hi = UINT32_MAX, lo = 0;
+  if (rank >= margin) {
+    std::nth_element(sample.begin(), sample.begin() + (rank - margin), sample.end(), descending);
+    hi = sample[rank - margin];
+  }
+  if (rank + margin < kSample) {
+    const size_t from = rank >= margin ? rank - margin : 0;
+    std::nth_element(sample.begin() + from, sample.begin() + (rank + margin), sample.end(), descending);
+    lo = sample[rank + margin];
+  }
+  bracket.resize(n);
+  const RangeCount c = ops().compress_range(keys, keys, n, lo, hi, bracket.data());
+  if (c.above >= k || c.above + c.in_range < k) return radix_kth_largest(keys, n, k, rest);
+  return radix_kth_largest(bracket.data(), c.in_range, k - c.above, rest);
 }
 
 }  // namespace
@@ -102,29 +141,31 @@ void select_top_keys(std::span<const uint32_t> candidates, std::span<const float
     keys.assign(candidates.begin(), candidates.end());
     return;
   }
-  // The k-th largest score is the threshold: above it everything is kept, at it the earliest
-  // `at_threshold`, which end before `tie_end`.
-  thread_local std::vector<uint32_t> order_keys, rest;
+  thread_local std::vector<uint32_t> order_keys, bracket, rest;
   order_keys.resize(n_cand);
   uint32_t* ordered = order_keys.data();  // read through a pointer: a thread_local is looked up per access
   for (size_t j = 0; j < n_cand; ++j) ordered[j] = order_key(scores[j]);
-  size_t at_threshold = k;
-  uint32_t threshold = UINT32_MAX;  // k == 0: no score is above it, none is taken at it
-  size_t tie_end = 0;
-  if (k > 0) {
-    threshold = kth_largest(ordered, n_cand, at_threshold, rest);
-    for (size_t taken = 0; taken < at_threshold; ++tie_end) taken += ordered[tie_end] == threshold;
-  }
-  // Branch-free (whether a key is taken is a coin toss at keep 0.5): each test an integer 0 or 1.
-  keys.resize(k + std::min(sinks, n_cand) + 1);  // + 1: the write past the last one taken
   const uint32_t* cand = candidates.data();
+  keys.resize(n_cand);
   uint32_t* out = keys.data();
-  size_t n = 0;
-  for (size_t j = 0; j < n_cand; ++j) {
-    const uint32_t s = ordered[j];
-    out[n] = cand[j];
-    n += static_cast<size_t>(s > threshold) | (static_cast<size_t>(s == threshold) & (j < tie_end)) |
-         static_cast<size_t>(cand[j] < sinks);
+  const size_t n_sinks = static_cast<size_t>(
+      std::partition_point(cand, cand + n_cand, [&](uint32_t j) { return j < sinks; }) - cand);
+  std::copy_n(cand, n_sinks, out);  // a prefix, as the candidates ascend
+  size_t n = n_sinks;
+  if (k > 0) {
+    // The k-th largest key is the threshold: above it everything is kept, at it the earliest
+    // `taken`, which end before `tie_end` (the end, unless only some of them are taken).
+    const KthKey kth = kth_largest(ordered, n_cand, k, bracket, rest);
+    size_t tie_end = n_cand;
+    if (kth.taken < kth.equal)
+      for (size_t seen = tie_end = 0; seen < kth.taken; ++tie_end) seen += ordered[tie_end] == kth.key;
+    const SimdOps& o = ops();
+    const size_t split = std::max(n_sinks, tie_end);
+    n += o.compress_range(ordered + n_sinks, cand + n_sinks, split - n_sinks, kth.key, UINT32_MAX, out + n)
+             .in_range;
+    if (kth.key < UINT32_MAX)
+      n += o.compress_range(ordered + split, cand + split, n_cand - split, kth.key + 1, UINT32_MAX, out + n)
+               .in_range;
   }
   keys.resize(n);
 }

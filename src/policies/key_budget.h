@@ -43,7 +43,8 @@ class KeyBudget {
 };
 
 // keys = the `k` candidates with the largest scores (scores[j] belongs to candidates[j]; ties go
-// to the earlier position) together with every candidate below `sinks`, ascending.
+// to the earlier position) together with every candidate below `sinks`, ascending as the
+// candidates are.
 void select_top_keys(std::span<const uint32_t> candidates, std::span<const float> scores, size_t k,
                      size_t sinks, std::vector<uint32_t>& keys);
 

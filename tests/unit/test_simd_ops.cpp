@@ -135,6 +135,40 @@ TEST_P(SimdOpsTest, HalfPrecisionKernelsMatchScalar) {
   }
 }
 
+// compress_range against a plain filter (scalar) and the scalar (SIMD): keys on a few levels, so
+// that many equal the bounds, with 0 and UINT32_MAX among them; out exactly n long (the ASan build
+// catches a vector store past it); bounds empty, single, whole and unsigned-wide.
+TEST_P(SimdOpsTest, CompressRangeMatchesAFilter) {
+  std::mt19937 rng(21);
+  const uint32_t levels[] = {0u, 5u, 6u, 7u, 0x7FFFFFFFu, 0x80000000u, 0x80000001u, UINT32_MAX};
+  for (const size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 100u, 1000u}) {
+    std::vector<uint32_t> keys(n), values(n);
+    for (size_t j = 0; j < n; ++j) keys[j] = levels[rng() % 8], values[j] = static_cast<uint32_t>(rng());
+    for (const auto& [lo, hi] : {std::pair{6u, 6u},
+                                 {5u, 0x80000000u},
+                                 {0u, UINT32_MAX},
+                                 {7u, 6u},
+                                 {0x80000000u, UINT32_MAX},
+                                 {0u, 0u},
+                                 {0x7FFFFFFFu, 0x80000001u}}) {
+      std::vector<uint32_t> want;
+      size_t above = 0;
+      for (size_t j = 0; j < n; ++j) {
+        if (keys[j] >= lo && keys[j] <= hi) want.push_back(values[j]);
+        above += keys[j] > hi;
+      }
+      for (const SimdOps* o : {&ref(), &simd()}) {
+        std::vector<uint32_t> out(n);
+        const RangeCount c = o->compress_range(keys.data(), values.data(), n, lo, hi, out.data());
+        ASSERT_EQ(c.in_range, want.size()) << o->name << " n=" << n << " [" << lo << ", " << hi << "]";
+        EXPECT_EQ(c.above, above) << o->name << " n=" << n << " [" << lo << ", " << hi << "]";
+        out.resize(c.in_range);
+        EXPECT_EQ(out, want) << o->name << " n=" << n << " [" << lo << ", " << hi << "]";
+      }
+    }
+  }
+}
+
 // dot_i8_pairs at its widest, every product at its largest: the integer sums must not wrap.
 TEST_P(SimdOpsTest, IntegerPairDotsHoldTheirWidestSums) {
   const size_t n = kI8PairsMaxWidth, n_rows = 40, n_blocks = 3;

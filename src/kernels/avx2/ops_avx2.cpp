@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/block_runs.h"
+#include "kernels/compress_kernels.h"
 #include "kernels/kv_codes.h"
 #include "kernels/q8_activations.h"
 #include "kernels/quant_dot_tables.h"
@@ -90,6 +91,7 @@ struct QuantKernels {
   static constexpr auto quantize_q8 = avx2::quantize_q8;
   static constexpr auto gemm_packed = avx2::gemm_packed;
   static constexpr auto dot_i8_pairs = avx2::dot_i8_pairs;
+  static constexpr auto compress_range = avx2::compress_range;
 };
 
 #include "kernels/simd_generic.inc"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/block_runs.h"
+#include "kernels/compress_kernels.h"
 #include "kernels/kv_codes.h"
 #include "kernels/q8_activations.h"
 #include "kernels/quant_dot_tables.h"
@@ -71,6 +72,7 @@ struct QuantKernels {
   static constexpr auto quantize_q8 = avx512::quantize_q8;
   static constexpr auto gemm_packed = avx512::gemm_packed;
   static constexpr auto dot_i8_pairs = avx512::dot_i8_pairs;
+  static constexpr auto compress_range = avx512::compress_range;
 };
 
 #include "kernels/simd_generic.inc"

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/compress_kernels.h"
 #include "kernels/kv_codes.h"
 #include "kernels/quant_dot_tables.h"
 #include "kernels/quant_types.h"
@@ -179,6 +180,7 @@ const SimdOps& scalar_ops() {
                              axpy_f16,
                              dot_f16_blocks,
                              scalar::dot_i8_pairs,
+                             scalar::compress_range,
                              f32_to_f16,
                              rms_norm,
                              silu_mul,
