@@ -485,6 +485,40 @@ TEST(TokenButler, SharedSelectionServesTheWholeGroup) {
   EXPECT_GT(groups_differing, 0u);  // per-head selection (the default) does differ within a group
 }
 
+// A decode step's few lists are scored by prepare_keys in chunks of positions across the pool
+// (fused); on one thread, or for a prefill batch's many lists, select_keys scores its own list
+// whole. Both choose the same keys at every layer, position and head (the predictor's input, the
+// embeddings, does not depend on the threads), with and without holes in the candidates.
+TEST(TokenButler, ScoringAcrossThePoolChoosesTheSameKeys) {
+  const auto tokens = stories_chunks(1, 80)[0];
+  for (const std::string opts : {"", ",shared=1", ",keys=i8", ",shared=1,keys=i8,recent=3"}) {
+    const auto recorded = [&](int threads, const std::string& first) {
+      ThreadPool pool(threads);
+      Transformer tf(stories(), pool, 96);
+      std::vector<std::unique_ptr<Policy>> v;
+      if (!first.empty()) v.push_back(builtin_policies().create(first));
+      v.push_back(builtin_policies().create("tokenbutler:keep=0.4,predictor=" + stories_predictor() + opts));
+      auto rec = std::make_unique<KeyRecorder>();
+      KeyRecorder* keys = rec.get();
+      v.push_back(std::move(rec));
+      tf.set_policies(std::make_unique<PolicyStack>(std::move(v), stories()));
+      tf.forward(std::span(tokens).first(40), false);  // prefill: many lists, each scored whole
+      for (size_t i = 40; i < tokens.size(); ++i) tf.forward(std::span(tokens).subspan(i, 1), false);
+      return keys->keys;
+    };
+    for (const std::string first : {"", "tokenfilter:ratio=0.3,select=random"}) {  // holes, seeded
+      const auto one = recorded(1, first), three = recorded(3, first);
+      ASSERT_EQ(one.size(), three.size()) << opts << " " << first;
+      size_t decoded = 0;
+      for (const auto& [where, keys] : one) {
+        EXPECT_EQ(three.at(where), keys) << opts << " " << first;
+        decoded += std::get<1>(where) >= 40 && std::get<0>(where) > 0;
+      }
+      EXPECT_GT(decoded, 0u);
+    }
+  }
+}
+
 // The committed SmolLM2 predictor loads and reproduces the recall recorded next to it (the model
 // file is git-ignored: skipped where it is absent).
 TEST(TokenButler, CommittedPredictorReproducesItsRecordedRecall) {

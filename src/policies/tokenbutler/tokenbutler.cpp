@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/model.h"
 #include "policies/tokenbutler/butler_file.h"
 
@@ -96,30 +97,81 @@ void TokenButlerKeys::observe_layer_input(const LayerInput& in) {
   }
 }
 
-void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
-                                  std::vector<uint32_t>& keys) const {
+void TokenButlerKeys::score(size_t layer, size_t pos, size_t head, size_t n_heads, size_t begin, size_t end,
+                            float* out) const {
   const ButlerConfig& c = weights_.config;
-  // q.n_heads adjacent query heads (one, or the group): their importance queries and keys are
+  // n_heads adjacent query heads (one, or the group): their importance queries and keys are
   // adjacent, so the sum of their scores is one dot product of width n_heads * d.
-  const size_t d = c.imp_dim, block_stride = group_ * d * kF16Block, width = q.n_heads * d;
-  const float* qv = &acts_.q_imp[(q.pos - batch_pos0_) * c.n_out() + c.slot(q.layer, q.head) * d];
-  const ImportanceKeys& k = keys_[(q.layer - c.first_layer) * n_kv_heads_ + q.kv_head];
-  const size_t first = (q.head % group_) * d * kF16Block;  // the query head's first dimension
-  // Every position is scored (candidates are a subset of them, all of them unless the cache has holes).
-  thread_local std::vector<float> scores;
-  scores.resize(q.pos + 1);
+  const size_t d = c.imp_dim, block_stride = group_ * d * kF16Block, width = n_heads * d;
+  const float* qv = &acts_.q_imp[(pos - batch_pos0_) * c.n_out() + c.slot(layer, head) * d];
+  const ImportanceKeys& k = keys_[(layer - c.first_layer) * n_kv_heads_ + head / group_];
+  // The query head's first dimension in the first block scored.
+  const size_t first = (head % group_) * d * kF16Block + begin / kF16Block * block_stride;
   if (int8_keys_) {
     thread_local std::vector<int16_t> q16;
     q16.resize(width);
     const float q_scale = round_query_i16(qv, width, q16.data());
-    ops().dot_i8_pairs(k.codes.data() + first, block_stride, k.scales.data(), q.pos + 1, q16.data(), q_scale,
-                       width, scores.data());
+    ops().dot_i8_pairs(k.codes.data() + first, block_stride, k.scales.data() + begin, end - begin, q16.data(),
+                       q_scale, width, out);
   } else {
-    ops().dot_f16_blocks(k.halves.data() + first, block_stride, q.pos + 1, qv, width, scores.data());
+    ops().dot_f16_blocks(k.halves.data() + first, block_stride, end - begin, qv, width, out);
   }
-  if (candidates.size() != q.pos + 1)
-    for (size_t j = 0; j < candidates.size(); ++j) scores[j] = scores[candidates[j]];  // candidates[j] >= j
-  scores.resize(candidates.size());
+}
+
+void TokenButlerKeys::prepare_keys(const QueryRows& q) {
+  const size_t per_list = shared_ ? group_ : 1, per_row = q.n_heads / per_list;
+  const size_t n_lists = q.rows->size() * per_row;
+  n_scored_ = 0;
+  // Many lists (a prefill batch) already spread over the threads one list each.
+  if (!q.pool || q.pool->size() < 2 || n_lists > 8 * static_cast<size_t>(q.pool->size())) return;
+  if (scored_.size() < n_lists) scored_.resize(n_lists);
+  std::vector<size_t>& chunk_end = scored_chunk_end_;  // items before each list's end (a member:
+  chunk_end.clear();                                   // the workers would see their own thread_local)
+  // Positions a work item scores: about 8 items a thread, whole blocks, at least 4 of them.
+  const size_t positions = n_lists * (q.pos0 + (*q.rows)[q.rows->size() - 1] + 1);
+  const size_t chunk =
+      std::max(4 * kF16Block, (positions / (8 * static_cast<size_t>(q.pool->size())) + kF16Block - 1) /
+                                  kF16Block * kF16Block);
+  for (size_t l = 0; l < n_lists; ++l) {
+    ScoredList& list = scored_[l];
+    list.layer = q.layer;
+    list.pos = q.pos0 + (*q.rows)[l / per_row];
+    list.head = l % per_row * per_list;
+    list.scores.resize(list.pos + 1);
+    chunk_end.push_back((chunk_end.empty() ? 0 : chunk_end.back()) + (list.pos + chunk) / chunk);
+  }
+  q.pool->parallel_for(chunk_end.back(), [&](size_t b, size_t e, int) {
+    for (size_t item = b; item < e; ++item) {
+      const size_t l = static_cast<size_t>(std::ranges::upper_bound(chunk_end, item) - chunk_end.begin());
+      ScoredList& list = scored_[l];
+      const size_t begin = (item - (l > 0 ? chunk_end[l - 1] : 0)) * chunk;
+      const size_t end = std::min(begin + chunk, list.pos + 1);
+      score(q.layer, list.pos, list.head, per_list, begin, end, list.scores.data() + begin);
+    }
+  });
+  n_scored_ = n_lists;
+}
+
+void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+                                  std::vector<uint32_t>& keys) const {
+  // Every position is scored (candidates are a subset of them, all of them unless the cache has holes).
+  const auto scored = std::find_if(
+      scored_.begin(), scored_.begin() + static_cast<ptrdiff_t>(n_scored_),
+      [&](const ScoredList& l) { return l.layer == q.layer && l.pos == q.pos && l.head == q.head; });
+  thread_local std::vector<float> own;
+  std::span<const float> scores;
+  if (scored != scored_.begin() + static_cast<ptrdiff_t>(n_scored_)) {
+    scores = scored->scores;
+  } else {
+    own.resize(q.pos + 1);
+    score(q.layer, q.pos, q.head, q.n_heads, 0, q.pos + 1, own.data());
+    scores = own;
+  }
+  if (candidates.size() != q.pos + 1) {
+    own.resize(candidates.size());  // own may be scores: candidates[j] >= j, so in place is safe
+    for (size_t j = 0; j < candidates.size(); ++j) own[j] = scores[candidates[j]];
+    scores = std::span<const float>(own).first(candidates.size());
+  }
   select_top_keys(candidates, scores, budget_.budget(q.pos), budget_.sinks(), keys);
   if (recent_ == 0) return;
   thread_local std::vector<uint32_t> merged;

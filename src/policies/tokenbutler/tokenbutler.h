@@ -31,6 +31,7 @@ class TokenButlerKeys final : public Policy {
   }
   void truncate(size_t n_past) override;
   void observe_layer_input(const LayerInput& in) override;
+  void prepare_keys(const QueryRows& q) override;
   void select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                    std::vector<uint32_t>& keys) const override;
   bool selects_per_group() const override { return shared_; }
@@ -57,6 +58,21 @@ class TokenButlerKeys final : public Policy {
     std::vector<float> scales;  // [position], whole blocks
   };
   std::vector<ImportanceKeys> keys_;
+  // The scores of every position for a few lists (a decode step's), computed by prepare_keys in
+  // chunks of positions across the pool: otherwise a step's 3 lists (SmolLM2's KV heads) on 2
+  // threads would score for two lists' time. Cleared when the lists are many (prefill).
+  struct ScoredList {
+    size_t layer = 0, pos = 0, head = 0;
+    std::vector<float> scores;  // [position]
+  };
+  std::vector<ScoredList> scored_;
+  size_t n_scored_ = 0;
+  std::vector<size_t> scored_chunk_end_;
+
+  // The importance scores of positions [begin, end) (begin a multiple of kF16Block) for the query
+  // of (layer, pos, head) and its n_heads - 1 next heads (their sum).
+  void score(size_t layer, size_t pos, size_t head, size_t n_heads, size_t begin, size_t end,
+             float* out) const;
 };
 
 }  // namespace ts
