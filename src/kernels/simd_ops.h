@@ -86,9 +86,12 @@ struct SimdOps {
   // With p (n_q x n_keys), also each exp(score - m[g]): the probabilities observers (H2O) watch.
   // v == nullptr: the scores only (p required; acc neither read nor written), for policies that
   // need a step's probabilities before the attention runs (H2O's and SnapKV's simulated eviction).
+  // masks (nullptr: every query reads every row): query g reads row j only where bit g of
+  // masks[j] is set (n_q <= 8): a KV group's union of per-head lists, each row gathered once for
+  // the heads that chose it. A query no row is for gets m = -inf, l = 0 (merges as nothing).
   void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
-                      const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
-                      float* acc, float* p);
+                      const uint32_t* rows, const uint8_t* masks, size_t n_keys, size_t head_dim, float scale,
+                      float* m, float* l, float* acc, float* p);
   // attn_chunk over n_keys consecutive coded rows (kernels/kv_codes.h) of one KV head: the keys
   // and values are decoded in registers (scale * code + min per segment) as they stream by, so the
   // cache is read at its coded width. Row j's score for query g = coded_key_score(key, scale * q)

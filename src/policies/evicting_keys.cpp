@@ -103,7 +103,7 @@ void EvictingKeys::attention_probs(const QueryRows& q, size_t row, size_t h0, si
     thread_local std::vector<uint32_t> slot_buffer;
     const std::span<const uint32_t> slots = q.cache->slots(q.layer, keys, slot_buffer);
     ops().attn_gather(q.query(row, h0).data(), n_q, q.cache->key_head(q.layer, kvh), nullptr, hd,
-                      slots.data(), n, hd, scale, m.data(), l.data(), nullptr, p.data());
+                      slots.data(), nullptr, n, hd, scale, m.data(), l.data(), nullptr, p.data());
   } else {  // each key as the coded cache decodes it
     for (size_t g = 0; g < n_q; ++g) {
       float* pg = &p[g * n];

@@ -238,7 +238,10 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
 // head) or watch the attention probabilities: the positions a policy selects, else those the
 // layer holds up to the token. The lists are chosen first; then each (row, KV head) gathers its
 // keys once for the whole query group when the group's lists agree (holes, group-shared
-// selections), else once per query head, in chunks as attend's when the threads need them.
+// selections), else as the union of the group's lists, each row once with a mask of the heads
+// that chose it (per-head selections overlap: at keep 0.5 the union of 3 heads' lists holds ~60%
+// of the positions where the heads' own gathers would read 150%), in chunks as attend's when the
+// threads need them. Watched attention and the coded cache gather once per query head.
 // When a policy watches the probabilities, each chunk's kernel also returns its numerators
 // (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
@@ -292,11 +295,22 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
   };
   gathers_.clear();
   size_t n_keys_max = 0;
+  const bool unions = !watched && !cache.quantized() && group > 1 && group <= 8;
   for (size_t pair = 0; pair < rows.size() * c.n_kv_heads; ++pair) {
     const size_t i = pair / c.n_kv_heads, h0 = (pair % c.n_kv_heads) * group;
     bool shared = true;
     for (size_t g = 1; g < group && shared; ++g)
       shared = same_keys(key_spans_[i * n_heads + h0], key_spans_[i * n_heads + h0 + g]);
+    if (!shared && unions) {
+      uint32_t end = 0;
+      for (size_t g = 0; g < group; ++g) {
+        const std::span<const uint32_t> list = key_spans_[i * n_heads + h0 + g];
+        if (!list.empty()) end = std::max(end, list.back() + 1);
+      }
+      gathers_.push_back({static_cast<uint32_t>(i * n_heads + h0), static_cast<uint32_t>(group), end});
+      n_keys_max = std::max<size_t>(n_keys_max, end);
+      continue;
+    }
     const size_t n_q = shared ? group : 1;
     for (size_t h = h0; h < h0 + group; h += n_q) {
       gathers_.push_back({static_cast<uint32_t>(i * n_heads + h), static_cast<uint32_t>(n_q)});
@@ -311,6 +325,37 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     for (size_t task = 0; task < tasks; ++task) attn_probs_[task].resize(key_spans_[task].size());
   }
   const float scale = c.attn_scale;
+  // The union of a gather's lists between positions [begin, end), in a per-thread buffer: each
+  // position any head chose, with bit g set for head g.
+  struct UnionRows {
+    std::span<const uint32_t> keys;
+    const uint8_t* masks;
+  };
+  const auto union_rows = [&](const Gather& gather, size_t begin, size_t end) {
+    thread_local std::vector<uint8_t> heads_buffer, masks_buffer;
+    thread_local std::vector<uint32_t> keys_buffer;
+    const size_t n_pos = end - begin;
+    heads_buffer.assign(n_pos, 0);
+    keys_buffer.resize(n_pos);
+    masks_buffer.resize(n_pos);
+    // Through pointers: a thread_local is looked up again at every access.
+    uint8_t* heads = heads_buffer.data();
+    uint8_t* masks = masks_buffer.data();
+    uint32_t* keys = keys_buffer.data();
+    for (size_t g = 0; g < gather.n_q; ++g) {
+      const std::span<const uint32_t> list = key_spans_[gather.task + g];
+      const auto from = std::ranges::lower_bound(list, begin), to = std::lower_bound(from, list.end(), end);
+      const auto bit = static_cast<uint8_t>(1u << g);
+      for (auto it = from; it != to; ++it) heads[*it - begin] |= bit;
+    }
+    size_t n = 0;
+    for (size_t j = 0; j < n_pos; ++j) {  // branch-free: a position's heads are a coin toss
+      keys[n] = static_cast<uint32_t>(begin + j);
+      masks[n] = heads[j];
+      n += heads[j] != 0;
+    }
+    return UnionRows{std::span<const uint32_t>(keys, n), masks};
+  };
   pool_.parallel_for(
       n_gathers * n_chunks,
       [&](size_t b, size_t e, int) {
@@ -322,11 +367,18 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           const std::span<const uint32_t> list = key_spans_[gather.task];
           float* m = &parts.m[task * group];
           float* l = &parts.l[task * group];
-          if (start >= list.size()) {
+          std::span<const uint32_t> keys;
+          const uint8_t* masks = nullptr;
+          if (start < gather.union_end) {  // positions [start, start + chunk) of the group's lists
+            const UnionRows u = union_rows(gather, start, std::min<size_t>(start + chunk, gather.union_end));
+            keys = u.keys, masks = u.masks;
+          } else if (gather.union_end == 0 && start < list.size()) {
+            keys = list.subspan(start, std::min(chunk, list.size() - start));
+          }
+          if (keys.empty()) {
             std::fill(l, l + n_q, 0.0f);
             continue;
           }
-          const std::span<const uint32_t> keys = list.subspan(start, std::min(chunk, list.size() - start));
           const float* q = &q_rows[i * d + h * hd];
           float* acc = &parts.acc[task * group * hd];
           thread_local std::vector<float> numerators;  // [g][key]: exp(score - m[g])
@@ -338,7 +390,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
             thread_local std::vector<uint32_t> slot_buffer;
             const std::span<const uint32_t> slots = cache.slots(layer, keys, slot_buffer);
             k.attn_gather(q, n_q, cache.key_head(layer, kvh), cache.value_head(layer, kvh), hd, slots.data(),
-                          slots.size(), hd, scale, m, l, acc, p);
+                          masks, slots.size(), hd, scale, m, l, acc, p);
           }
           for (size_t g = 0; watched && g < n_q; ++g)
             std::copy_n(&numerators[g * keys.size()], keys.size(),

@@ -66,7 +66,7 @@ void attend_coded(const KvCache& cache, size_t layer, size_t kvh, const float* q
         s.rows.resize(len);
         std::iota(s.rows.begin(), s.rows.end(), 0u);
         s.p.resize(n_q * len);
-        k.attn_gather(q, n_q, kr.half + base, vr.half + base, kv_dim, s.rows.data(), len, hd, scale,
+        k.attn_gather(q, n_q, kr.half + base, vr.half + base, kv_dim, s.rows.data(), nullptr, len, hd, scale,
                       s.pm.data(), s.pl.data(), s.pacc.data(), s.p.data());
       } else {
         k.attn_chunk(q, n_q, kr.half + base, vr.half + base, kv_dim, len, hd, scale, s.pm.data(), s.pl.data(),

@@ -175,6 +175,23 @@ TEST(KeyPolicies, ChunkedKeyListsMatchDenseAndWholeLists) {
             std::max(2.0f * dense_rounding, 2e-2f));
 }
 
+// Per-head lists that differ within a KV group are read as one masked union (each row once for
+// the heads that chose it); an attention observer (the recorder) makes every head gather its own
+// list. Both give the same logits up to float rounding, prefill and decode, 1 and 3 threads.
+TEST(KeyPolicies, UnionGathersMatchPerHeadGathers) {
+  const auto tokens = random_tokens(200, 7);
+  for (const char* spec : {"oracle:keep=0.5", "quest:keep=0.3,page=4", "oracle:keep=0.2,sinks=0"})
+    for (const int threads : {1, 3})
+      for (const size_t step : {size_t{1}, size_t{200}}) {
+        const std::string what =
+            std::string(spec) + ", " + std::to_string(threads) + " threads, step " + std::to_string(step);
+        const auto unions = run(spec, tokens, step, threads, "", tokens.size(), false).logits;
+        const auto own = run(spec, tokens, step, threads, "", tokens.size(), true).logits;
+        expect_same_attention(unions, own, what);
+        EXPECT_NE(unions, run("", tokens, step, threads, "", tokens.size(), false).logits) << what;
+      }
+}
+
 // Over a quantized cache the policies score the keys attention reads (decoded codes, not the F16
 // rows, which that cache does not have): the same choices whether the prompt comes whole or token
 // by token (prefill=quantized: a batch reads its own keys coded, as decode does), budgets hold,

@@ -169,6 +169,61 @@ TEST_P(SimdOpsTest, CompressRangeMatchesAFilter) {
   }
 }
 
+// Masked gathers (a KV group's union of per-head lists): each query's result is its own rows'
+// gather, by the scalar reference and the SIMD kernel, with and without numerators; a query no
+// row is for (the last, in every other case) gets l = 0 and numerators 0.
+TEST_P(SimdOpsTest, MaskedGatherIsEachQuerysOwnGather) {
+  std::mt19937 rng(17);
+  for (size_t n_q : {2u, 3u, 7u}) {
+    for (size_t n_rows : {1u, 19u, 333u}) {
+      for (size_t hd : {40u, 64u}) {
+        const size_t stride = 2 * hd + 8, n_cache = 400;
+        auto k = random_halves(n_cache * stride, 22), v = random_halves(n_cache * stride, 23);
+        auto q = random_floats(n_q * hd, 24);
+        const bool one_empty = (n_rows + hd) % 2 == 0;
+        std::vector<uint32_t> rows(n_rows);
+        std::vector<uint8_t> masks(n_rows);
+        for (size_t j = 0; j < n_rows; ++j) {
+          rows[j] = static_cast<uint32_t>(rng() % n_cache);
+          masks[j] = static_cast<uint8_t>(rng() & ((1u << n_q) - 1));
+          if (one_empty) masks[j] &= static_cast<uint8_t>(~(1u << (n_q - 1)));
+        }
+        for (const SimdOps* ops : {&ref(), &simd()}) {
+          for (bool numerators : {false, true}) {
+            std::vector<float> m(n_q), l(n_q), acc(n_q * hd), p(numerators ? n_q * n_rows : 0);
+            ops->attn_gather(q.data(), n_q, k.data(), v.data(), stride, rows.data(), masks.data(), n_rows, hd,
+                             0.125f, m.data(), l.data(), acc.data(), numerators ? p.data() : nullptr);
+            for (size_t g = 0; g < n_q; ++g) {
+              std::vector<uint32_t> own;
+              for (size_t j = 0; j < n_rows; ++j)
+                if (masks[j] >> g & 1) own.push_back(rows[j]);
+              std::vector<float> mg(1), lg(1), ag(hd), pg(own.size());
+              if (!own.empty())
+                ref().attn_gather(&q[g * hd], 1, k.data(), v.data(), stride, own.data(), nullptr, own.size(),
+                                  hd, 0.125f, mg.data(), lg.data(), ag.data(), pg.data());
+              const std::string what = std::string(ops->name) + " n_q=" + std::to_string(n_q) +
+                                       " rows=" + std::to_string(n_rows) + " g=" + std::to_string(g);
+              if (own.empty()) {
+                EXPECT_EQ(l[g], 0.0f) << what;
+              } else {
+                EXPECT_NEAR(m[g], mg[0], 1e-5f) << what;
+                EXPECT_NEAR(l[g] / lg[0], 1.0f, 1e-5f) << what;
+                for (size_t x = 0; x < hd; ++x)
+                  ASSERT_NEAR(acc[g * hd + x] / l[g], ag[x] / lg[0], 1e-5f) << what;
+              }
+              if (!numerators) continue;
+              for (size_t j = 0, o = 0; j < n_rows; ++j) {
+                const float want = masks[j] >> g & 1 ? pg[o++] : 0.0f;
+                ASSERT_NEAR(p[g * n_rows + j], want, 1e-5f * (1 + want)) << what << " j=" << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // dot_i8_pairs at its widest, every product at its largest: the integer sums must not wrap.
 TEST_P(SimdOpsTest, IntegerPairDotsHoldTheirWidestSums) {
   const size_t n = kI8PairsMaxWidth, n_rows = 40, n_blocks = 3;
@@ -285,10 +340,10 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
         // With and without numerators (the watched path): the same result.
         for (bool numerators : {false, true}) {
           std::vector<float> p1(numerators ? n_q * n_rows : 0), p2(p1.size());
-          simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd,
-                             0.125f, m1.data(), l1.data(), a1.data(), numerators ? p1.data() : nullptr);
-          ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), n_rows, hd,
-                            0.125f, m2.data(), l2.data(), a2.data(), numerators ? p2.data() : nullptr);
+          simd().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), nullptr, n_rows,
+                             hd, 0.125f, m1.data(), l1.data(), a1.data(), numerators ? p1.data() : nullptr);
+          ref().attn_gather(q.data(), n_q, k.data() + 8, v.data() + 8, stride, rows.data(), nullptr, n_rows,
+                            hd, 0.125f, m2.data(), l2.data(), a2.data(), numerators ? p2.data() : nullptr);
           for (size_t g = 0; g < n_q; ++g) {
             EXPECT_NEAR(m1[g], m2[g], 1e-5f);
             EXPECT_NEAR(l1[g] / l2[g], 1.0f, 1e-5f) << n_rows;
@@ -301,8 +356,8 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
           // No values (v null): the same m, l and numerators, acc untouched (null).
           std::vector<float> m3(n_q), l3(n_q), p3(p1.size());
           for (const SimdOps* ops : {&simd(), &ref()}) {
-            ops->attn_gather(q.data(), n_q, k.data() + 8, nullptr, stride, rows.data(), n_rows, hd, 0.125f,
-                             m3.data(), l3.data(), nullptr, p3.data());
+            ops->attn_gather(q.data(), n_q, k.data() + 8, nullptr, stride, rows.data(), nullptr, n_rows, hd,
+                             0.125f, m3.data(), l3.data(), nullptr, p3.data());
             const std::vector<float>& p_full = ops == &ref() ? p2 : p1;
             const std::vector<float>& m_full = ops == &ref() ? m2 : m1;
             const std::vector<float>& l_full = ops == &ref() ? l2 : l1;
@@ -317,8 +372,8 @@ TEST_P(SimdOpsTest, AttentionGatherMatchesScalarAndTheContiguousChunk) {
         // Gathering rows 0..n-1 is the contiguous chunk, bit for bit.
         std::vector<uint32_t> first(n_rows);
         for (size_t j = 0; j < n_rows; ++j) first[j] = static_cast<uint32_t>(j);
-        simd().attn_gather(q.data(), n_q, k.data(), v.data(), stride, first.data(), n_rows, hd, 0.125f,
-                           m1.data(), l1.data(), a1.data(), nullptr);
+        simd().attn_gather(q.data(), n_q, k.data(), v.data(), stride, first.data(), nullptr, n_rows, hd,
+                           0.125f, m1.data(), l1.data(), a1.data(), nullptr);
         simd().attn_chunk(q.data(), n_q, k.data(), v.data(), stride, n_rows, hd, 0.125f, m2.data(), l2.data(),
                           a2.data());
         EXPECT_EQ(m1, m2);

@@ -100,7 +100,8 @@ void rope(float* x, const float* cos_t, const float* sin_t, size_t rot_dim, bool
 
 // The online-softmax reference every attention kernel shares: for each query g, scores s_j =
 // score(g, j) over the keys, then m = max s, l = sum exp(s - m), acc = sum exp(s - m) * value_j
-// (added by add_value(j, weight, out)); p, when given, receives the unnormalized weights.
+// (added by add_value(j, weight, out)); p, when given, receives the unnormalized weights. A query
+// whose scores are all -inf (masked out) gets m = -inf, l = 0, acc = 0 and weights 0.
 template <class Score, class AddValue>
 void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, float* l, float* acc, float* p,
                       Score score, AddValue add_value) {
@@ -112,7 +113,7 @@ void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, floa
     float* out = acc + g * head_dim;
     std::fill(out, out + head_dim, 0.0f);
     for (size_t j = 0; j < n_keys; ++j) {
-      const float e = std::exp(s[j] - m[g]);
+      const float e = m[g] == -INFINITY ? 0.0f : std::exp(s[j] - m[g]);
       l[g] += e;
       if (p) p[g * n_keys + j] = e;
       add_value(j, e, out);
@@ -122,7 +123,8 @@ void attend_reference(size_t n_q, size_t n_keys, size_t head_dim, float* m, floa
 
 template <class Rows>
 void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride, Rows rows,
-               size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc, float* p) {
+               const uint8_t* masks, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
+               float* acc, float* p) {
   std::vector<float> unused;
   if (!v) {  // the scores only: values weighted into a scratch accumulator nobody reads
     unused.resize(n_q * head_dim);
@@ -131,6 +133,7 @@ void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v,
   attend_reference(
       n_q, n_keys, head_dim, m, l, acc, p,
       [&](size_t g, size_t j) {
+        if (masks && !(masks[j] >> g & 1)) return -INFINITY;
         return dot_f16_f32(k + rows[j] * stride, q + g * head_dim, head_dim) * scale;
       },
       [&](size_t j, float e, float* out) {
@@ -140,13 +143,13 @@ void attn_rows(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v,
 
 void attn_chunk(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                 size_t n_keys, size_t head_dim, float scale, float* m, float* l, float* acc) {
-  attn_rows(q, n_q, k, v, stride, ContiguousRows{}, n_keys, head_dim, scale, m, l, acc, nullptr);
+  attn_rows(q, n_q, k, v, stride, ContiguousRows{}, nullptr, n_keys, head_dim, scale, m, l, acc, nullptr);
 }
 
 void attn_gather(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
-                 const uint32_t* rows, size_t n_keys, size_t head_dim, float scale, float* m, float* l,
-                 float* acc, float* p) {
-  attn_rows(q, n_q, k, v, stride, ListedRows{rows}, n_keys, head_dim, scale, m, l, acc, p);
+                 const uint32_t* rows, const uint8_t* masks, size_t n_keys, size_t head_dim, float scale,
+                 float* m, float* l, float* acc, float* p) {
+  attn_rows(q, n_q, k, v, stride, ListedRows{rows}, masks, n_keys, head_dim, scale, m, l, acc, p);
 }
 
 void attn_codes(const CodedQueries& q, const CodedRows& k, const CodedRows& v, size_t n_keys, size_t head_dim,
