@@ -58,7 +58,8 @@ struct SimdOps {
   void (*dot_i8_pairs)(const int8_t* k, size_t block_stride, const float* scales, size_t n_rows,
                        const int16_t* q, float q_scale, size_t n, float* out);
   // The j < n with lo <= keys[j] <= hi (unsigned), in order: values[j] written to out[0 ..
-  // in_range) (out has room for n), and how many keys lie above hi. The branch-free core of
+  // in_range) (out has room for n; out[in_range .. n) may be overwritten), and how many keys lie
+  // above hi. The branch-free core of
   // top-k selection (select_top_keys): the keys bracketing the threshold, then the positions kept.
   RangeCount (*compress_range)(const uint32_t* keys, const uint32_t* values, size_t n, uint32_t lo,
                                uint32_t hi, uint32_t* out);
@@ -88,7 +89,8 @@ struct SimdOps {
   // need a step's probabilities before the attention runs (H2O's and SnapKV's simulated eviction).
   // masks (nullptr: every query reads every row): query g reads row j only where bit g of
   // masks[j] is set (n_q <= 8): a KV group's union of per-head lists, each row gathered once for
-  // the heads that chose it. A query no row is for gets m = -inf, l = 0 (merges as nothing).
+  // the heads that chose it (a masked row's weight is exp's floor, ~1e-38 of the largest, where
+  // not exactly 0). A query no row is for gets m = -inf, l = 0 (merges as nothing).
   void (*attn_gather)(const float* q, size_t n_q, const uint16_t* k, const uint16_t* v, size_t stride,
                       const uint32_t* rows, const uint8_t* masks, size_t n_keys, size_t head_dim, float scale,
                       float* m, float* l, float* acc, float* p);

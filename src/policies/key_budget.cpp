@@ -101,8 +101,8 @@ KthKey radix_kth_largest(const uint32_t* keys, size_t n, size_t k, std::vector<u
 
 // Long lists first bracket the k-th largest between two keys of a sample (its expected rank
 // there, +- 3 standard deviations), count the keys above the bracket and compress those in it in
-// one vector pass, and radix-select among those (a sixth of the list at keep 0.5), instead of
-// counting digits over the whole list. A sample that misses (about 1 list in 200) falls back.
+// one vector pass, and radix-select among those (about a fifth of the list at keep 0.5), instead of
+// counting digits over the whole list. A sample that misses (about 1 list in 370) falls back.
 KthKey kth_largest(const uint32_t* keys, size_t n, size_t k, std::vector<uint32_t>& bracket,
                    std::vector<uint32_t>& rest) {
   constexpr size_t kSample = 256;

@@ -295,20 +295,23 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
   };
   gathers_.clear();
   size_t n_keys_max = 0;
-  const bool unions = !watched && !cache.quantized() && group > 1 && group <= 8;
+  const bool unions = !watched && !cache.quantized() && group <= 8;
   for (size_t pair = 0; pair < rows.size() * c.n_kv_heads; ++pair) {
     const size_t i = pair / c.n_kv_heads, h0 = (pair % c.n_kv_heads) * group;
     bool shared = true;
     for (size_t g = 1; g < group && shared; ++g)
       shared = same_keys(key_spans_[i * n_heads + h0], key_spans_[i * n_heads + h0 + g]);
-    if (!shared && unions) {
-      uint32_t end = 0;
+    if (!shared && unions) {  // (lists that differ are not all empty)
+      uint32_t begin = UINT32_MAX, end = 0;
       for (size_t g = 0; g < group; ++g) {
         const std::span<const uint32_t> list = key_spans_[i * n_heads + h0 + g];
-        if (!list.empty()) end = std::max(end, list.back() + 1);
+        if (list.empty()) continue;
+        begin = std::min(begin, list.front());
+        end = std::max(end, list.back() + 1);
       }
-      gathers_.push_back({static_cast<uint32_t>(i * n_heads + h0), static_cast<uint32_t>(group), end});
-      n_keys_max = std::max<size_t>(n_keys_max, end);
+      gathers_.push_back(
+          {static_cast<uint32_t>(i * n_heads + h0), static_cast<uint32_t>(group), true, begin, end});
+      n_keys_max = std::max<size_t>(n_keys_max, end - begin);  // positions, for a union
       continue;
     }
     const size_t n_q = shared ? group : 1;
@@ -369,10 +372,13 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           float* l = &parts.l[task * group];
           std::span<const uint32_t> keys;
           const uint8_t* masks = nullptr;
-          if (start < gather.union_end) {  // positions [start, start + chunk) of the group's lists
-            const UnionRows u = union_rows(gather, start, std::min<size_t>(start + chunk, gather.union_end));
-            keys = u.keys, masks = u.masks;
-          } else if (gather.union_end == 0 && start < list.size()) {
+          if (gather.is_union) {  // the chunk's positions of the group's lists
+            const size_t from = gather.union_begin + start;
+            if (from < gather.union_end) {
+              const UnionRows u = union_rows(gather, from, std::min<size_t>(from + chunk, gather.union_end));
+              keys = u.keys, masks = u.masks;
+            }
+          } else if (start < list.size()) {
             keys = list.subspan(start, std::min(chunk, list.size() - start));
           }
           if (keys.empty()) {

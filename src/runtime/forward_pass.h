@@ -133,11 +133,13 @@ class ForwardPass {
   std::vector<std::vector<uint32_t>> key_lists_;
   std::vector<std::vector<float>> attn_probs_;
   // One gather of a list: the (row, query head) index of its first head in key_spans_, and how
-  // many adjacent query heads of one KV head read it. union_end > 0: the group's lists differ and
-  // are read as one masked union, over positions [0, union_end), each row once for the heads
-  // whose lists hold it.
+  // many adjacent query heads of one KV head read it. is_union: the group's lists differ and are
+  // read as one masked union, chunked over positions [union_begin, union_end) (the span the lists
+  // cover: on a windowed layer only the window), each row once for the heads whose lists hold it.
   struct Gather {
-    uint32_t task, n_q, union_end = 0;
+    uint32_t task, n_q;
+    bool is_union = false;
+    uint32_t union_begin = 0, union_end = 0;
   };
   std::vector<Gather> gathers_;
   size_t scratch_tokens_ = 0;

@@ -106,6 +106,22 @@ TEST(KeyPolicies, SelectTopKeysMatchesAStableSortOnRandomScores) {
       }
     }
   }
+  // Scores that peak at the long-list sample's stride (every 32nd of 8192): the sample sees only
+  // the peaks, its bracket misses the k-th largest, and the selection falls back to the whole list.
+  const size_t n = 8192;
+  std::vector<uint32_t> cand(n);
+  std::iota(cand.begin(), cand.end(), 0u);
+  std::vector<float> scores(n);
+  for (size_t j = 0; j < n; ++j)
+    scores[j] = j % 32 == 0 ? 100.0f + static_cast<float>(j % 7) : static_cast<float>(j % 13);
+  std::vector<uint32_t> keys;
+  select_top_keys(cand, scores, n / 2, 0, keys);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  std::vector<uint32_t> want(order.begin(), order.begin() + n / 2);
+  std::ranges::sort(want);
+  EXPECT_EQ(keys, want);
 }
 
 TEST(KeyPolicies, KeepOneIsDense) {
@@ -177,12 +193,13 @@ TEST(KeyPolicies, ChunkedKeyListsMatchDenseAndWholeLists) {
 
 // Per-head lists that differ within a KV group are read as one masked union (each row once for
 // the heads that chose it); an attention observer (the recorder) makes every head gather its own
-// list. Both give the same logits up to float rounding, prefill and decode, 1 and 3 threads.
+// list. Both give the same logits up to float rounding, prefill and decode, 1 and 3 threads; 600
+// tokens, so that decode on 3 threads cuts each union into chunks of positions and merges them.
 TEST(KeyPolicies, UnionGathersMatchPerHeadGathers) {
-  const auto tokens = random_tokens(200, 7);
+  const auto tokens = random_tokens(600, 7);
   for (const char* spec : {"oracle:keep=0.5", "quest:keep=0.3,page=4", "oracle:keep=0.2,sinks=0"})
     for (const int threads : {1, 3})
-      for (const size_t step : {size_t{1}, size_t{200}}) {
+      for (const size_t step : {size_t{1}, size_t{600}}) {
         const std::string what =
             std::string(spec) + ", " + std::to_string(threads) + " threads, step " + std::to_string(step);
         const auto unions = run(spec, tokens, step, threads, "", tokens.size(), false).logits;

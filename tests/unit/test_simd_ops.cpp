@@ -170,8 +170,9 @@ TEST_P(SimdOpsTest, CompressRangeMatchesAFilter) {
 }
 
 // Masked gathers (a KV group's union of per-head lists): each query's result is its own rows'
-// gather, by the scalar reference and the SIMD kernel, with and without numerators; a query no
-// row is for (the last, in every other case) gets l = 0 and numerators 0.
+// gather, by the scalar reference and the SIMD kernel, with and without numerators. The last
+// query's rows: random as the others', none (l = 0, acc 0, numerators 0), or only from row 256 on
+// (its first 256-row block of the other head dims' path masked out whole).
 TEST_P(SimdOpsTest, MaskedGatherIsEachQuerysOwnGather) {
   std::mt19937 rng(17);
   for (size_t n_q : {2u, 3u, 7u}) {
@@ -180,41 +181,45 @@ TEST_P(SimdOpsTest, MaskedGatherIsEachQuerysOwnGather) {
         const size_t stride = 2 * hd + 8, n_cache = 400;
         auto k = random_halves(n_cache * stride, 22), v = random_halves(n_cache * stride, 23);
         auto q = random_floats(n_q * hd, 24);
-        const bool one_empty = (n_rows + hd) % 2 == 0;
-        std::vector<uint32_t> rows(n_rows);
-        std::vector<uint8_t> masks(n_rows);
-        for (size_t j = 0; j < n_rows; ++j) {
-          rows[j] = static_cast<uint32_t>(rng() % n_cache);
-          masks[j] = static_cast<uint8_t>(rng() & ((1u << n_q) - 1));
-          if (one_empty) masks[j] &= static_cast<uint8_t>(~(1u << (n_q - 1)));
-        }
-        for (const SimdOps* ops : {&ref(), &simd()}) {
-          for (bool numerators : {false, true}) {
-            std::vector<float> m(n_q), l(n_q), acc(n_q * hd), p(numerators ? n_q * n_rows : 0);
-            ops->attn_gather(q.data(), n_q, k.data(), v.data(), stride, rows.data(), masks.data(), n_rows, hd,
-                             0.125f, m.data(), l.data(), acc.data(), numerators ? p.data() : nullptr);
-            for (size_t g = 0; g < n_q; ++g) {
-              std::vector<uint32_t> own;
-              for (size_t j = 0; j < n_rows; ++j)
-                if (masks[j] >> g & 1) own.push_back(rows[j]);
-              std::vector<float> mg(1), lg(1), ag(hd), pg(own.size());
-              if (!own.empty())
-                ref().attn_gather(&q[g * hd], 1, k.data(), v.data(), stride, own.data(), nullptr, own.size(),
-                                  hd, 0.125f, mg.data(), lg.data(), ag.data(), pg.data());
-              const std::string what = std::string(ops->name) + " n_q=" + std::to_string(n_q) +
-                                       " rows=" + std::to_string(n_rows) + " g=" + std::to_string(g);
-              if (own.empty()) {
-                EXPECT_EQ(l[g], 0.0f) << what;
-              } else {
-                EXPECT_NEAR(m[g], mg[0], 1e-5f) << what;
-                EXPECT_NEAR(l[g] / lg[0], 1.0f, 1e-5f) << what;
-                for (size_t x = 0; x < hd; ++x)
-                  ASSERT_NEAR(acc[g * hd + x] / l[g], ag[x] / lg[0], 1e-5f) << what;
-              }
-              if (!numerators) continue;
-              for (size_t j = 0, o = 0; j < n_rows; ++j) {
-                const float want = masks[j] >> g & 1 ? pg[o++] : 0.0f;
-                ASSERT_NEAR(p[g * n_rows + j], want, 1e-5f * (1 + want)) << what << " j=" << j;
+        for (const int last : {0, 1, 2}) {
+          std::vector<uint32_t> rows(n_rows);
+          std::vector<uint8_t> masks(n_rows);
+          for (size_t j = 0; j < n_rows; ++j) {
+            rows[j] = static_cast<uint32_t>(rng() % n_cache);
+            masks[j] = static_cast<uint8_t>(rng() & ((1u << n_q) - 1));
+            if (last == 1 || (last == 2 && j < 256)) masks[j] &= static_cast<uint8_t>(~(1u << (n_q - 1)));
+          }
+          for (const SimdOps* ops : {&ref(), &simd()}) {
+            for (bool numerators : {false, true}) {
+              std::vector<float> m(n_q), l(n_q), acc(n_q * hd), p(numerators ? n_q * n_rows : 0);
+              ops->attn_gather(q.data(), n_q, k.data(), v.data(), stride, rows.data(), masks.data(), n_rows,
+                               hd, 0.125f, m.data(), l.data(), acc.data(), numerators ? p.data() : nullptr);
+              for (size_t g = 0; g < n_q; ++g) {
+                std::vector<uint32_t> own;
+                for (size_t j = 0; j < n_rows; ++j)
+                  if (masks[j] >> g & 1) own.push_back(rows[j]);
+                std::vector<float> mg(1), lg(1), ag(hd), pg(own.size());
+                if (!own.empty())
+                  ref().attn_gather(&q[g * hd], 1, k.data(), v.data(), stride, own.data(), nullptr,
+                                    own.size(), hd, 0.125f, mg.data(), lg.data(), ag.data(), pg.data());
+                const std::string what = std::string(ops->name) + " n_q=" + std::to_string(n_q) +
+                                         " rows=" + std::to_string(n_rows) + " hd=" + std::to_string(hd) +
+                                         " last=" + std::to_string(last) + " g=" + std::to_string(g);
+                if (own.empty()) {
+                  EXPECT_EQ(l[g], 0.0f) << what;
+                  EXPECT_EQ(m[g], -INFINITY) << what;
+                  for (size_t x = 0; x < hd; ++x) ASSERT_EQ(acc[g * hd + x], 0.0f) << what;
+                } else {
+                  EXPECT_NEAR(m[g], mg[0], 1e-5f) << what;
+                  EXPECT_NEAR(l[g] / lg[0], 1.0f, 1e-5f) << what;
+                  for (size_t x = 0; x < hd; ++x)
+                    ASSERT_NEAR(acc[g * hd + x] / l[g], ag[x] / lg[0], 1e-5f) << what;
+                }
+                if (!numerators) continue;
+                for (size_t j = 0, o = 0; j < n_rows; ++j) {
+                  const float want = masks[j] >> g & 1 ? pg[o++] : 0.0f;
+                  ASSERT_NEAR(p[g * n_rows + j], want, 1e-5f * (1 + want)) << what << " j=" << j;
+                }
               }
             }
           }

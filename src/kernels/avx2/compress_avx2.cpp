@@ -40,13 +40,8 @@ RangeCount compress_range(const uint32_t* keys, const uint32_t* values, size_t n
     c.in_range += static_cast<size_t>(_mm_popcnt_u32(in));
     c.above += 8 - static_cast<size_t>(_mm_popcnt_u32(not_above));
   }
-  for (; j < n; ++j) {
-    const uint32_t key = keys[j];
-    out[c.in_range] = values[j];
-    c.in_range += static_cast<size_t>(key >= lo) & static_cast<size_t>(key <= hi);
-    c.above += key > hi;
-  }
-  return c;
+  const RangeCount tail = scalar::compress_range(keys + j, values + j, n - j, lo, hi, out + c.in_range);
+  return {c.in_range + tail.in_range, c.above + tail.above};
 }
 
 }  // namespace ts::avx2

@@ -9,8 +9,8 @@
 // Since max ≥ min, the bound is q⁺·max + q⁻·min (q⁺, q⁻ the positive and negative parts of q):
 // one dot product of [q⁺, q⁻] with the page's [max, min]. shared=1 lets the query heads of a KV
 // head share one selection ranked by the sum of their bounds, which is the same dot product with
-// the group's summed parts; the group's keys are then gathered once, as dense attention reads
-// them, instead of once per query head (the paper selects per query head; shared=0, the default).
+// the group's summed parts; the group then reads as many keys as one head's budget, instead of
+// the union of its heads' lists (the paper selects per query head; shared=0, the default).
 #include "policies/key_budget.h"
 #include "runtime/policy.h"
 

@@ -52,6 +52,7 @@ void TokenButlerKeys::truncate(size_t n_past) {
   const ButlerConfig& c = weights_.config;
   n_past = std::min(n_past, cache_.size(c));
   cache_.truncate(n_past, c);
+  n_scored_ = 0;
   const size_t blocks = (n_past + kF16Block - 1) / kF16Block, block_stride = group_ * c.imp_dim * kF16Block;
   for (ImportanceKeys& k : keys_) {
     k.halves.resize(std::min(k.halves.size(), blocks * block_stride));
@@ -123,7 +124,8 @@ void TokenButlerKeys::prepare_keys(const QueryRows& q) {
   const size_t n_lists = q.rows->size() * per_row;
   n_scored_ = 0;
   // Many lists (a prefill batch) already spread over the threads one list each.
-  if (!q.pool || q.pool->size() < 2 || n_lists > 8 * static_cast<size_t>(q.pool->size())) return;
+  if (n_lists == 0 || !q.pool || q.pool->size() < 2 || n_lists > 8 * static_cast<size_t>(q.pool->size()))
+    return;
   if (scored_.size() < n_lists) scored_.resize(n_lists);
   std::vector<size_t>& chunk_end = scored_chunk_end_;  // items before each list's end (a member:
   chunk_end.clear();                                   // the workers would see their own thread_local)
@@ -168,8 +170,10 @@ void TokenButlerKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> c
     scores = own;
   }
   if (candidates.size() != q.pos + 1) {
-    own.resize(candidates.size());  // own may be scores: candidates[j] >= j, so in place is safe
-    for (size_t j = 0; j < candidates.size(); ++j) own[j] = scores[candidates[j]];
+    // own may be scores (candidates[j] >= j, so in place is safe); grown, never shrunk first.
+    if (own.size() < candidates.size()) own.resize(candidates.size());
+    float* remapped = own.data();
+    for (size_t j = 0; j < candidates.size(); ++j) remapped[j] = scores[candidates[j]];
     scores = std::span<const float>(own).first(candidates.size());
   }
   select_top_keys(candidates, scores, budget_.budget(q.pos), budget_.sinks(), keys);

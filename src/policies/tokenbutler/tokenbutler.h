@@ -9,8 +9,8 @@
 //
 // shared=1 lets the query heads of a KV head share one selection, ranked by the sum of their
 // predicted scores (one dot product of the group's concatenated importance queries and keys):
-// the group's keys are then gathered once, as dense attention reads them, instead of once per
-// query head (the paper selects per query head; shared=0, the default).
+// the group then reads as many keys as one head's budget, instead of the union of its heads'
+// lists (the paper selects per query head; shared=0, the default).
 #include <memory>
 #include <string>
 
@@ -59,8 +59,9 @@ class TokenButlerKeys final : public Policy {
   };
   std::vector<ImportanceKeys> keys_;
   // The scores of every position for a few lists (a decode step's), computed by prepare_keys in
-  // chunks of positions across the pool: otherwise a step's 3 lists (SmolLM2's KV heads) on 2
-  // threads would score for two lists' time. Cleared when the lists are many (prefill).
+  // chunks of positions across the pool: otherwise a step's lists would go one per thread (with
+  // shared=1 on SmolLM2, 3 lists on 2 threads score for two lists' time). n_scored_ = 0 when the
+  // lists are many (prefill): each select_keys then scores its own.
   struct ScoredList {
     size_t layer = 0, pos = 0, head = 0;
     std::vector<float> scores;  // [position]
