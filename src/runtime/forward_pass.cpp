@@ -190,7 +190,7 @@ void ForwardPass::attention_block(size_t layer) {
       const KvRows written{
           layer,      s.pos0,          &s.rows.kv,      kv,
           c.head_dim, &k_[s.kv0 * kv], &v_[s.kv0 * kv], s.skip_reads_q ? &q_[s.q0 * qd] : nullptr,
-          c.n_heads};
+          c.n_heads,  &pool_};
       s.policies()->decide_kv(layer_input(s, layer), written, s.rows, s.kv_storage);
     }
     rope_and_store(s, layer, !s.kv_decided, s.fused_qkv && !s.skip_reads_q);

@@ -92,6 +92,7 @@ struct KvRows {
   // skip_attention owner reads them (Policy::skips_by_queries); else nullptr.
   const float* queries = nullptr;
   size_t n_heads = 0;
+  ThreadPool* pool = nullptr;  // the forward pass's threads, for work that splits by head
 };
 
 // skip_attention's answer, one entry per running row (LayerRows::ffn order), preset to 0.

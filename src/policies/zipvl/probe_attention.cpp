@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/simd_ops.h"
 
 namespace ts {
@@ -43,26 +44,42 @@ ColumnScores probe_attention(const KvRows& kv, const std::vector<uint32_t>& prob
   for (uint32_t i : probes) out.nnz[i] += static_cast<double>(kv.n_heads);
   for (size_t j = n - 1; j-- > 0;) out.nnz[j] += out.nnz[j + 1];
 
-  std::vector<float> keys(n * hd), queries(kProbeBlock * group * hd), scores;
-  for (size_t kvh = 0; kvh < n_kv_heads; ++kvh) {
-    for (size_t j = 0; j < n; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &keys[j * hd]);
-    for (size_t b = 0; b < probes.size(); b += kProbeBlock) {
-      const size_t nb = std::min(kProbeBlock, probes.size() - b), n_q = nb * group;
-      const size_t n_keys = probes[b + nb - 1] + 1;  // no probe of the block sees further
-      for (size_t p = 0; p < nb; ++p)
-        std::copy_n(kv.queries + probes[b + p] * q_stride + kvh * group * hd, group * hd,
-                    &queries[p * group * hd]);
-      scores.resize(n_q * n_keys);
-      k.gemm_f32(keys.data(), n_keys, queries.data(), hd, n_q, hd, scores.data(), n_keys);
-      for (size_t r = 0; r < n_q; ++r) {
-        const size_t seen = probes[b + r / group] + 1;
-        float* s = &scores[r * n_keys];
-        for (size_t j = 0; j < seen; ++j) s[j] *= scale;
-        k.softmax(s, seen);
-        for (size_t j = 0; j < seen; ++j) out.sum[j] += s[j];
-      }
+  // One work item per (KV head, block of probes), over the pool: each item's column sums apart,
+  // added in item order afterwards, so the sums do not depend on the threads.
+  const size_t n_blocks = (probes.size() + kProbeBlock - 1) / kProbeBlock, n_items = n_kv_heads * n_blocks;
+  std::vector<std::vector<double>> sums(n_items);
+  const auto run_item = [&](size_t item) {
+    thread_local std::vector<float> keys, queries, scores;
+    const size_t kvh = item / n_blocks, b = item % n_blocks * kProbeBlock;
+    const size_t nb = std::min(kProbeBlock, probes.size() - b), n_q = nb * group;
+    const size_t n_keys = probes[b + nb - 1] + 1;  // no probe of the block sees further
+    keys.resize(n_keys * hd);
+    queries.resize(n_q * hd);
+    scores.resize(n_q * n_keys);
+    for (size_t j = 0; j < n_keys; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &keys[j * hd]);
+    for (size_t p = 0; p < nb; ++p)
+      std::copy_n(kv.queries + probes[b + p] * q_stride + kvh * group * hd, group * hd,
+                  &queries[p * group * hd]);
+    k.gemm_f32(keys.data(), n_keys, queries.data(), hd, n_q, hd, scores.data(), n_keys);
+    std::vector<double>& sum = sums[item];
+    sum.assign(n_keys, 0.0);
+    for (size_t r = 0; r < n_q; ++r) {
+      const size_t seen = probes[b + r / group] + 1;
+      float* s = &scores[r * n_keys];
+      for (size_t j = 0; j < seen; ++j) s[j] *= scale;
+      k.softmax(s, seen);
+      for (size_t j = 0; j < seen; ++j) sum[j] += s[j];
     }
+  };
+  if (kv.pool) {
+    kv.pool->parallel_for(n_items, [&](size_t b, size_t e, int) {
+      for (size_t item = b; item < e; ++item) run_item(item);
+    });
+  } else {
+    for (size_t item = 0; item < n_items; ++item) run_item(item);
   }
+  for (const std::vector<double>& sum : sums)
+    for (size_t j = 0; j < sum.size(); ++j) out.sum[j] += sum[j];
   return out;
 }
 
