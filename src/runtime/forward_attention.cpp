@@ -241,7 +241,8 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
 // selections), else as the union of the group's lists, each row once with a mask of the heads
 // that chose it (per-head selections overlap: at keep 0.5 the union of 3 heads' lists holds ~60%
 // of the positions where the heads' own gathers would read 150%), in chunks as attend's when the
-// threads need them. Watched attention and the coded cache gather once per query head.
+// threads need them (a union's chunks are ranges of positions). The coded cache gathers once per
+// query head.
 // When a policy watches the probabilities, each chunk's kernel also returns its numerators
 // (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
@@ -295,7 +296,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
   };
   gathers_.clear();
   size_t n_keys_max = 0;
-  const bool unions = !watched && !cache.quantized() && group <= 8;
+  const bool unions = !cache.quantized() && group <= 8;
   for (size_t pair = 0; pair < rows.size() * c.n_kv_heads; ++pair) {
     const size_t i = pair / c.n_kv_heads, h0 = (pair % c.n_kv_heads) * group;
     bool shared = true;
@@ -359,6 +360,11 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     }
     return UnionRows{std::span<const uint32_t>(keys, n), masks};
   };
+  // The index in (row, query head) task's list of its first position >= pos.
+  const auto list_entry = [&](size_t task, size_t pos) {
+    const std::span<const uint32_t> list = key_spans_[task];
+    return static_cast<size_t>(std::ranges::lower_bound(list, pos) - list.begin());
+  };
   pool_.parallel_for(
       n_gathers * n_chunks,
       [&](size_t b, size_t e, int) {
@@ -398,9 +404,19 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
             k.attn_gather(q, n_q, cache.key_head(layer, kvh), cache.value_head(layer, kvh), hd, slots.data(),
                           masks, slots.size(), hd, scale, m, l, acc, p);
           }
-          for (size_t g = 0; watched && g < n_q; ++g)
-            std::copy_n(&numerators[g * keys.size()], keys.size(),
-                        attn_probs_[gather.task + g].data() + start);
+          for (size_t g = 0; watched && g < n_q; ++g) {
+            float* own = attn_probs_[gather.task + g].data();
+            const float* from = &numerators[g * keys.size()];
+            if (!gather.is_union) {
+              std::copy_n(from, keys.size(), own + start);
+              continue;
+            }
+            // A union's numerators go to the head's own list, whose entries from the chunk's
+            // first position on are the union rows with bit g, in order.
+            size_t o = list_entry(gather.task + g, keys.front());
+            for (size_t j = 0; j < keys.size(); ++j)
+              if (masks[j] >> g & 1) own[o++] = from[j];
+          }
         }
       },
       plan.min_items);
@@ -416,10 +432,17 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
                                                      &out[i * d + (h + g) * hd]);
             if (!watched || merged.denom <= 0.0f) continue;
             std::vector<float>& p = attn_probs_[gather.task + g];
-            for (size_t ci = 0; ci * chunk < p.size(); ++ci) {  // chunk numerators -> probabilities
-              const size_t part = first + ci * group, end = std::min(p.size(), (ci + 1) * chunk);
-              const float f = std::exp(parts.m[part] - merged.max) / merged.denom;
-              for (size_t j = ci * chunk; j < end; ++j) p[j] *= f;
+            for (size_t ci = 0; ci < n_chunks; ++ci) {  // chunk numerators -> probabilities
+              // The head's list entries chunk ci wrote: a range of entries, or of positions (union).
+              size_t begin = ci * chunk, end = std::min(p.size(), (ci + 1) * chunk);
+              if (gather.is_union) {
+                const size_t from = gather.union_begin + ci * chunk;
+                begin = list_entry(gather.task + g, from);
+                end = list_entry(gather.task + g, from + chunk);
+              }
+              if (begin >= end) continue;
+              const float f = std::exp(parts.m[first + ci * group] - merged.max) / merged.denom;
+              for (size_t j = begin; j < end; ++j) p[j] *= f;
             }
           }
         }
