@@ -241,8 +241,8 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
 // selections), else as the union of the group's lists, each row once with a mask of the heads
 // that chose it (per-head selections overlap: at keep 0.5 the union of 3 heads' lists holds ~60%
 // of the positions where the heads' own gathers would read 150%), in chunks as attend's when the
-// threads need them (a union's chunks are ranges of positions). The coded cache gathers once per
-// query head.
+// threads need them (a union's chunks are ranges of positions). Lists that differ are gathered once
+// per query head on the coded cache and for groups of more than 8 heads.
 // When a policy watches the probabilities, each chunk's kernel also returns its numerators
 // (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.

@@ -110,6 +110,33 @@ TEST(ZipVLProbes, RecentAndDistinctRandomRowsFixedBySeedAndLayer) {
 
 // The probe estimate against a brute-force double computation: 2 KV heads, 3 query heads each,
 // odd head dim and a batch longer than one probe block.
+// Over a pool the probe attention runs one work item per (KV head, block of 64 probes), in waves
+// of 16 (every row a probe of 1,100: 36 items, 3 waves): bit for bit the sums of one thread, whatever
+// the threads and their schedule.
+TEST(ZipVLProbes, PooledAttentionIsTheSameBitForBit) {
+  const size_t n = 1100, hd = 8, n_kv = 2, n_heads = 4, kv_dim = n_kv * hd;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> keys(n * kv_dim), queries(n * n_heads * hd);
+  for (float& x : keys) x = g(rng);
+  for (float& x : queries) x = 2.0f * g(rng);
+  RowSet rows;
+  rows.set_all(n);
+  KvRows kv{0, 0, &rows, kv_dim, hd, keys.data(), keys.data(), queries.data(), n_heads};
+  ThreadPool one(1), three(3), shuffled(2, ThreadPool::ShuffledSchedule{7});
+  for (const size_t n_probes : {size_t{0}, size_t{128}}) {
+    const auto probes = probe_rows(n, n_probes, 1, 0);
+    kv.pool = nullptr;
+    const ColumnScores alone = probe_attention(kv, probes);
+    for (ThreadPool* pool : {&one, &three, &shuffled}) {
+      kv.pool = pool;
+      const ColumnScores pooled = probe_attention(kv, probes);
+      EXPECT_EQ(pooled.sum, alone.sum) << pool->size() << " threads, " << n_probes << " probes";
+      EXPECT_EQ(pooled.nnz, alone.nnz);
+    }
+  }
+}
+
 TEST(ZipVLProbes, AttentionMatchesBruteForce) {
   const size_t n = 150, hd = 9, n_kv = 2, n_heads = 6, group = 3, kv_dim = n_kv * hd;
   std::mt19937 rng(5);

@@ -44,42 +44,50 @@ ColumnScores probe_attention(const KvRows& kv, const std::vector<uint32_t>& prob
   for (uint32_t i : probes) out.nnz[i] += static_cast<double>(kv.n_heads);
   for (size_t j = n - 1; j-- > 0;) out.nnz[j] += out.nnz[j + 1];
 
-  // One work item per (KV head, block of probes), over the pool: each item's column sums apart,
-  // added in item order afterwards, so the sums do not depend on the threads.
+  // One work item per (KV head, block of probes), over the pool, in waves of kWave items: each
+  // item's column sums apart, added in item order after its wave, so the sums do not depend on the
+  // threads, and at most kWave items' sums and one score block per thread are held at once (with
+  // probes=all a prompt has n / 64 blocks per KV head).
+  constexpr size_t kWave = 16;
   const size_t n_blocks = (probes.size() + kProbeBlock - 1) / kProbeBlock, n_items = n_kv_heads * n_blocks;
-  std::vector<std::vector<double>> sums(n_items);
-  const auto run_item = [&](size_t item) {
-    thread_local std::vector<float> keys, queries, scores;
+  struct Scratch {
+    std::vector<float> keys, queries, scores;
+  };
+  std::vector<Scratch> scratch(kv.pool ? static_cast<size_t>(kv.pool->size()) : 1);
+  std::vector<std::vector<double>> sums(std::min(kWave, n_items));
+  const auto run_item = [&](size_t item, Scratch& t, std::vector<double>& sum) {
     const size_t kvh = item / n_blocks, b = item % n_blocks * kProbeBlock;
     const size_t nb = std::min(kProbeBlock, probes.size() - b), n_q = nb * group;
     const size_t n_keys = probes[b + nb - 1] + 1;  // no probe of the block sees further
-    keys.resize(n_keys * hd);
-    queries.resize(n_q * hd);
-    scores.resize(n_q * n_keys);
-    for (size_t j = 0; j < n_keys; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &keys[j * hd]);
+    t.keys.resize(n_keys * hd);
+    t.queries.resize(n_q * hd);
+    t.scores.resize(n_q * n_keys);
+    for (size_t j = 0; j < n_keys; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &t.keys[j * hd]);
     for (size_t p = 0; p < nb; ++p)
       std::copy_n(kv.queries + probes[b + p] * q_stride + kvh * group * hd, group * hd,
-                  &queries[p * group * hd]);
-    k.gemm_f32(keys.data(), n_keys, queries.data(), hd, n_q, hd, scores.data(), n_keys);
-    std::vector<double>& sum = sums[item];
+                  &t.queries[p * group * hd]);
+    k.gemm_f32(t.keys.data(), n_keys, t.queries.data(), hd, n_q, hd, t.scores.data(), n_keys);
     sum.assign(n_keys, 0.0);
     for (size_t r = 0; r < n_q; ++r) {
       const size_t seen = probes[b + r / group] + 1;
-      float* s = &scores[r * n_keys];
+      float* s = &t.scores[r * n_keys];
       for (size_t j = 0; j < seen; ++j) s[j] *= scale;
       k.softmax(s, seen);
       for (size_t j = 0; j < seen; ++j) sum[j] += s[j];
     }
   };
-  if (kv.pool) {
-    kv.pool->parallel_for(n_items, [&](size_t b, size_t e, int) {
-      for (size_t item = b; item < e; ++item) run_item(item);
-    });
-  } else {
-    for (size_t item = 0; item < n_items; ++item) run_item(item);
+  for (size_t w0 = 0; w0 < n_items; w0 += kWave) {
+    const size_t wave = std::min(kWave, n_items - w0);
+    const auto run_wave = [&](size_t b, size_t e, int thread) {
+      for (size_t i = b; i < e; ++i) run_item(w0 + i, scratch[static_cast<size_t>(thread)], sums[i]);
+    };
+    if (kv.pool)
+      kv.pool->parallel_for(wave, run_wave);
+    else
+      run_wave(0, wave, 0);
+    for (size_t i = 0; i < wave; ++i)
+      for (size_t j = 0; j < sums[i].size(); ++j) out.sum[j] += sums[i][j];
   }
-  for (const std::vector<double>& sum : sums)
-    for (size_t j = 0; j < sum.size(); ++j) out.sum[j] += sum[j];
   return out;
 }
 
