@@ -329,16 +329,27 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     for (size_t task = 0; task < tasks; ++task) attn_probs_[task].resize(key_spans_[task].size());
   }
   const float scale = c.attn_scale;
-  // The union of a gather's lists between positions [begin, end), in a per-thread buffer: each
-  // position any head chose, with bit g set for head g.
+  // The entries of a gather's list g that its chunk ci covers: a range of entries, or for a union
+  // those in the chunk's range of positions.
+  const auto chunk_entries = [&](const Gather& gather, size_t g, size_t ci) {
+    const std::span<const uint32_t> list = key_spans_[gather.task + g];
+    if (!gather.is_union)
+      return std::pair{std::min(ci * chunk, list.size()), std::min((ci + 1) * chunk, list.size())};
+    const size_t from = gather.union_begin + ci * chunk;
+    const auto lo = std::ranges::lower_bound(list, from), hi = std::lower_bound(lo, list.end(), from + chunk);
+    return std::pair{static_cast<size_t>(lo - list.begin()), static_cast<size_t>(hi - list.begin())};
+  };
+  // The union of a gather's lists over chunk ci's positions, in a per-thread buffer: each position
+  // any head chose, with bit g set for head g.
   struct UnionRows {
     std::span<const uint32_t> keys;
     const uint8_t* masks;
   };
-  const auto union_rows = [&](const Gather& gather, size_t begin, size_t end) {
+  const auto union_rows = [&](const Gather& gather, size_t ci) {
     thread_local std::vector<uint8_t> heads_buffer, masks_buffer;
     thread_local std::vector<uint32_t> keys_buffer;
-    const size_t n_pos = end - begin;
+    const size_t begin = gather.union_begin + ci * chunk;
+    const size_t n_pos = std::min<size_t>(begin + chunk, gather.union_end) - begin;
     heads_buffer.assign(n_pos, 0);
     keys_buffer.resize(n_pos);
     masks_buffer.resize(n_pos);
@@ -348,9 +359,9 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
     uint32_t* keys = keys_buffer.data();
     for (size_t g = 0; g < gather.n_q; ++g) {
       const std::span<const uint32_t> list = key_spans_[gather.task + g];
-      const auto from = std::ranges::lower_bound(list, begin), to = std::lower_bound(from, list.end(), end);
+      const auto [from, to] = chunk_entries(gather, g, ci);
       const auto bit = static_cast<uint8_t>(1u << g);
-      for (auto it = from; it != to; ++it) heads[*it - begin] |= bit;
+      for (size_t e = from; e < to; ++e) heads[list[e] - begin] |= bit;
     }
     size_t n = 0;
     for (size_t j = 0; j < n_pos; ++j) {  // branch-free: a position's heads are a coin toss
@@ -359,11 +370,6 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
       n += heads[j] != 0;
     }
     return UnionRows{std::span<const uint32_t>(keys, n), masks};
-  };
-  // The index in (row, query head) task's list of its first position >= pos.
-  const auto list_entry = [&](size_t task, size_t pos) {
-    const std::span<const uint32_t> list = key_spans_[task];
-    return static_cast<size_t>(std::ranges::lower_bound(list, pos) - list.begin());
   };
   pool_.parallel_for(
       n_gathers * n_chunks,
@@ -379,9 +385,8 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
           std::span<const uint32_t> keys;
           const uint8_t* masks = nullptr;
           if (gather.is_union) {  // the chunk's positions of the group's lists
-            const size_t from = gather.union_begin + start;
-            if (from < gather.union_end) {
-              const UnionRows u = union_rows(gather, from, std::min<size_t>(from + chunk, gather.union_end));
+            if (gather.union_begin + start < gather.union_end) {
+              const UnionRows u = union_rows(gather, ci);
               keys = u.keys, masks = u.masks;
             }
           } else if (start < list.size()) {
@@ -405,17 +410,16 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
                           masks, slots.size(), hd, scale, m, l, acc, p);
           }
           for (size_t g = 0; watched && g < n_q; ++g) {
-            float* own = attn_probs_[gather.task + g].data();
+            // To the head's own list from the chunk's first entry: every row, or a union's rows
+            // with bit g, in order.
+            float* own = attn_probs_[gather.task + g].data() + chunk_entries(gather, g, ci).first;
             const float* from = &numerators[g * keys.size()];
-            if (!gather.is_union) {
-              std::copy_n(from, keys.size(), own + start);
+            if (!masks) {
+              std::copy_n(from, keys.size(), own);
               continue;
             }
-            // A union's numerators go to the head's own list, whose entries from the chunk's
-            // first position on are the union rows with bit g, in order.
-            size_t o = list_entry(gather.task + g, keys.front());
             for (size_t j = 0; j < keys.size(); ++j)
-              if (masks[j] >> g & 1) own[o++] = from[j];
+              if (masks[j] >> g & 1) *own++ = from[j];
           }
         }
       },
@@ -433,13 +437,7 @@ void ForwardPass::attend_listed(Slice& s, size_t layer) {
             if (!watched || merged.denom <= 0.0f) continue;
             std::vector<float>& p = attn_probs_[gather.task + g];
             for (size_t ci = 0; ci < n_chunks; ++ci) {  // chunk numerators -> probabilities
-              // The head's list entries chunk ci wrote: a range of entries, or of positions (union).
-              size_t begin = ci * chunk, end = std::min(p.size(), (ci + 1) * chunk);
-              if (gather.is_union) {
-                const size_t from = gather.union_begin + ci * chunk;
-                begin = list_entry(gather.task + g, from);
-                end = list_entry(gather.task + g, from + chunk);
-              }
+              const auto [begin, end] = chunk_entries(gather, g, ci);
               if (begin >= end) continue;
               const float f = std::exp(parts.m[first + ci * group] - merged.max) / merged.denom;
               for (size_t j = begin; j < end; ++j) p[j] *= f;
