@@ -361,7 +361,7 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
 TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
   const ModelConfig& c = stories().config();
   const size_t hd = c.head_dim, kv = size_t{c.n_kv_heads} * hd, group = c.n_heads / c.n_kv_heads;
-  const size_t n = 203, page = 8, layer = 1;
+  const size_t n = 203, layer = 1;
   KvCache cache(c.n_layers, 256, kv, hd);
   std::mt19937 rng(17);
   std::normal_distribution<float> normal;
@@ -376,11 +376,13 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
   for (size_t j = 0; j < n; ++j) cache.read_key(layer, j, &cached[j * kv]);
   struct Case {
     bool shared;
-    size_t sinks;
+    size_t sinks, page;
   };
-  for (const Case cs : {Case{false, 3}, Case{true, 3}, Case{true, 10}}) {  // 10 sinks: more than a page
-    const std::string spec =
-        "quest:keep=0.3,page=8,sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0");
+  // 10 sinks: more than a page; pages of 2: a decode step's scoring in several chunks of pages.
+  for (const Case cs : {Case{false, 3, 8}, Case{true, 3, 8}, Case{true, 10, 8}, Case{false, 3, 2}}) {
+    const size_t page = cs.page;
+    const std::string spec = "quest:keep=0.3,page=" + std::to_string(page) +
+                             ",sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0");
     auto quest = builtin_policies().create(spec);
     quest->bind(stories());
     ASSERT_EQ(quest->selects_per_group(), cs.shared);
@@ -427,6 +429,20 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
     rows.set_all(n - 101);
     quest->prepare_keys({layer, 101, &rows, c.n_heads, hd, queries.data() + 101 * c.n_heads * hd, &cache});
     for (const size_t pos : {101, 103, 150, 202}) check(pos);
+    // A decode step's few rows (here 200 and 202): prepare_keys scores all their lists' pages at
+    // once, a KV head's lists in one product, over a pool or without one; select_keys reads them.
+    ThreadPool pool(3);
+    for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      const uint32_t picked[] = {0, 2};
+      RowSet few;
+      few.set_list(picked);
+      std::vector<float> few_queries;
+      for (const uint32_t r : picked)
+        few_queries.insert(few_queries.end(), &queries[(200 + r) * c.n_heads * hd],
+                           &queries[(201 + r) * c.n_heads * hd]);
+      quest->prepare_keys({layer, 200, &few, c.n_heads, hd, few_queries.data(), &cache, threads});
+      for (const size_t pos : {200, 202}) check(pos);
+    }
   }
 }
 

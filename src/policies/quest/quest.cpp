@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/simd_ops.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
@@ -27,6 +28,7 @@ QuestKeys::QuestKeys(PolicyOptions& options)
 void QuestKeys::bind(const Model& model) {
   budget_.bind(model, name());
   head_dim_ = model.config().head_dim;
+  group_ = model.config().n_heads / model.config().n_kv_heads;
   key_.resize(size_t{model.config().n_kv_heads} * head_dim_);
   layers_.assign(model.config().n_layers, {});
   for (LayerPages& l : layers_) l.bounds.resize(model.config().n_kv_heads);
@@ -64,6 +66,51 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
     }
   }
   lp.ready = std::max(lp.ready, need);
+
+  // A decode step's rows (few): every list's page bounds now, a KV head's lists in one product.
+  constexpr size_t kScoredRows = 4, kPagesPerItem = 64;
+  const size_t n_rows = q.rows->size(), n_kv = lp.bounds.size(), per_kv = shared_ ? 1 : group_;
+  const size_t lists = n_kv * per_kv;  // per row
+  scored_rows_ = 0;
+  if (n_rows > kScoredRows || need == 0) return;
+  scored_parts_.resize(n_rows * lists * width);
+  scored_pos_.resize(n_rows);
+  for (size_t i = 0; i < n_rows; ++i) {
+    scored_pos_[i] = q.pos0 + (*q.rows)[i];
+    for (size_t l = 0; l < lists; ++l)  // list l's query heads: l, or (shared) the group of KV head l
+      bound_parts(q.query(i, l * (group_ / per_kv)).data(), group_ / per_kv,
+                  &scored_parts_[(i * lists + l) * width]);
+  }
+  scored_.resize(n_rows * lists * need);
+  const size_t chunks = (need + kPagesPerItem - 1) / kPagesPerItem;
+  const auto score_items = [&](size_t b, size_t e, int) {
+    for (size_t item = b; item < e; ++item) {
+      const size_t i = item / (n_kv * chunks), kvh = item / chunks % n_kv,
+                   begin = item % chunks * kPagesPerItem;
+      const size_t first_list = i * lists + kvh * per_kv;
+      ops().gemm_f32(lp.bounds[kvh].data() + begin * width, std::min(kPagesPerItem, need - begin),
+                     &scored_parts_[first_list * width], width, per_kv, width,
+                     &scored_[first_list * need + begin], need);
+    }
+  };
+  if (q.pool)
+    q.pool->parallel_for(n_rows * n_kv * chunks, score_items);
+  else
+    score_items(0, n_rows * n_kv * chunks, 0);
+  scored_layer_ = q.layer;
+  scored_pages_ = need;
+  scored_rows_ = n_rows;
+}
+
+void QuestKeys::bound_parts(const float* q, size_t n, float* parts) const {
+  const size_t hd = head_dim_;
+  std::fill_n(parts, 2 * hd, 0.0f);
+  for (size_t g = 0; g < n; ++g)
+    for (size_t c = 0; c < hd; ++c) {
+      const float x = q[g * hd + c];
+      parts[c] += std::max(x, 0.0f);
+      parts[hd + c] += std::min(x, 0.0f);
+    }
 }
 
 void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
@@ -79,22 +126,28 @@ void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candida
   const size_t budget = budget_.budget(q.pos), in_current = q.pos % page_ + 1;
   const size_t more_pages = budget > in_current ? (budget - in_current + page_ - 1) / page_ : 0;
   thread_local std::vector<uint32_t> pages, chosen;
-  thread_local std::vector<float> scores, parts;
-  parts.assign(width, 0.0f);  // [sum of the heads' positive parts, sum of their negative parts]
-  for (size_t g = 0; g < q.n_heads; ++g)
-    for (size_t c = 0; c < hd; ++c) {
-      const float x = q.q[g * hd + c];
-      parts[c] += std::max(x, 0.0f);
-      parts[hd + c] += std::min(x, 0.0f);
-    }
+  thread_local std::vector<float> own, parts;
   const size_t first = std::min<size_t>(candidates.front() / page_, current);  // the window's first page
   pages.resize(current - first);
-  scores.resize(current - first);
   std::iota(pages.begin(), pages.end(), static_cast<uint32_t>(first));
-  // Every page's bound in one matrix-vector product (the pages' bounds are consecutive rows): the
-  // same sums as a dot product per page, several pages' chains at once.
-  ops().gemm_f32(bounds.data() + first * width, current - first, parts.data(), width, 1, width, scores.data(),
-                 current - first);
+  std::span<const float> scores;
+  const size_t row = static_cast<size_t>(
+      std::find(scored_pos_.begin(), scored_pos_.begin() + scored_rows_, q.pos) - scored_pos_.begin());
+  if (scored_rows_ > 0 && q.layer == scored_layer_ && row < scored_rows_) {  // prepare_keys scored them
+    const size_t lists = shared_ ? layers_[q.layer].bounds.size() : layers_[q.layer].bounds.size() * group_;
+    const size_t list = shared_ ? q.kv_head : q.head;
+    scores = std::span<const float>(scored_).subspan((row * lists + list) * scored_pages_ + first,
+                                                     current - first);
+  } else {
+    parts.resize(width);
+    bound_parts(q.q.data(), q.n_heads, parts.data());
+    own.resize(current - first);
+    // Every page's bound in one matrix-vector product (the pages' bounds are consecutive rows): the
+    // same sums as a dot product per page, several pages' chains at once.
+    ops().gemm_f32(bounds.data() + first * width, current - first, parts.data(), width, 1, width, own.data(),
+                   current - first);
+    scores = own;
+  }
   select_top_keys(pages, scores, more_pages, 0, chosen);
   chosen.push_back(static_cast<uint32_t>(current));
   // The sinks, then the chosen pages' positions, ascending; positions below the sinks' end are
