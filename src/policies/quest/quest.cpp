@@ -153,12 +153,22 @@ void QuestKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candida
   // The sinks, then the chosen pages' positions, ascending; positions below the sinks' end are
   // skipped so that none repeats.
   const uint32_t sinks = static_cast<uint32_t>(std::min(budget_.sinks(), q.pos + 1));
-  keys.clear();
-  for (uint32_t j = 0; j < sinks; ++j) keys.push_back(j);
-  for (uint32_t p : chosen) {
-    const uint32_t end = static_cast<uint32_t>(std::min((p + 1) * page_, q.pos + 1));
-    for (uint32_t j = std::max<uint32_t>(static_cast<uint32_t>(p * page_), sinks); j < end; ++j)
-      keys.push_back(j);
+  const auto page_positions = [&](uint32_t p) {  // [begin, end) of page p's positions, not sinks
+    const auto end = static_cast<uint32_t>(std::min((p + 1) * page_, q.pos + 1));
+    return std::pair{std::min(std::max<uint32_t>(static_cast<uint32_t>(p * page_), sinks), end), end};
+  };
+  size_t n_keys = sinks;
+  for (const uint32_t p : chosen) {
+    const auto [begin, end] = page_positions(p);
+    n_keys += end - begin;
+  }
+  keys.resize(n_keys);  // filled run by run (a push_back per position cost ~5% of a decode step)
+  std::iota(keys.begin(), keys.begin() + sinks, 0u);
+  auto at = keys.begin() + sinks;
+  for (const uint32_t p : chosen) {
+    const auto [begin, end] = page_positions(p);
+    std::iota(at, at + (end - begin), begin);
+    at += end - begin;
   }
 }
 
