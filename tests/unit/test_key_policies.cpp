@@ -305,6 +305,10 @@ TEST(KeyPolicies, EvictionIsPermanentAndOracleTakesTheLargestLogits) {
   // StreamingLLM: sinks plus the newest; Quest and Oracle differ from it (query-aware).
   const Outcome s = run("streaming:sinks=2,window=5", tokens, 80);
   EXPECT_EQ(s.keys.at({1, 40, 0}), (std::vector<uint32_t>{0, 1, 36, 37, 38, 39, 40}));
+  // Early positions: sinks and window overlap (each position once), then just meet.
+  EXPECT_EQ(s.keys.at({1, 3, 0}), (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(s.keys.at({1, 6, 0}), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(s.keys.at({1, 7, 0}), (std::vector<uint32_t>{0, 1, 3, 4, 5, 6, 7}));
   EXPECT_NE(run("oracle:keep=0.25", tokens, 80).keys.at({2, 79, 3}),
             run("streaming:keep=0.25", tokens, 80).keys.at({2, 79, 3}));
 }

@@ -1,5 +1,7 @@
 #include "policies/streaming/streaming.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ts {
@@ -21,9 +23,12 @@ void StreamingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> can
   const size_t sinks = budget_.sinks();
   const size_t budget = budget_.budget(q.pos);
   const size_t window = window_ ? *window_ : budget > sinks ? budget - sinks : 0;
-  keys.clear();
-  for (uint32_t j : candidates)
-    if (j < sinks || j + window > q.pos) keys.push_back(j);
+  // The candidates (ascending) below `sinks`, then those after pos - window: two runs, copied whole.
+  const size_t recent_from = q.pos + 1 > window ? q.pos + 1 - window : 0;
+  const auto sinks_end = std::ranges::lower_bound(candidates, sinks);
+  const auto recent = std::max(sinks_end, std::ranges::lower_bound(candidates, recent_from));
+  keys.assign(candidates.begin(), sinks_end);
+  keys.insert(keys.end(), recent, candidates.end());
 }
 
 }  // namespace ts
