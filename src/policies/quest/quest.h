@@ -44,12 +44,12 @@ class QuestKeys final : public Policy {
   // The page bounds of a decode step's few rows, computed by prepare_keys for every list of a KV
   // head at once and across the pool: each KV head's bounds are then read once per step instead
   // of once per query head (on SmolLM2 at 8K, 23 MB of bounds a token). [row][list][page], lists
-  // per row: query heads (or KV heads with shared=1), pages per list: scored_pages_ (the pages
-  // before the last row's); scored_rows_ = 0 when a batch has many rows (each list then scores
-  // its own in select_keys).
+  // per row (scored_lists_): query heads (or KV heads with shared=1), pages per list: scored_pages_ (the
+  // pages before the last row's); scored_rows_ = 0 when a batch has many rows (each list then scores its own
+  // in select_keys).
   std::vector<float> scored_, scored_parts_;  // scored_parts_: the lists' bound_parts, width apart
   std::vector<size_t> scored_pos_;            // the rows' positions
-  size_t scored_layer_ = 0, scored_rows_ = 0, scored_pages_ = 0;
+  size_t scored_layer_ = 0, scored_rows_ = 0, scored_lists_ = 0, scored_pages_ = 0;
 
   // [sum of the positive parts, sum of the negative parts] of the n query vectors at q (head_dim
   // floats each): the vector whose dot product with a page's [max, min] is its bound.
