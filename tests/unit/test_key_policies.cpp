@@ -362,6 +362,27 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
 // Quest on a hand-made cache against its rule read literally: a page's bound is
 // sum_c max(q_c min_c, q_c max_c) over its keys as the cache returns them, summed over the group's
 // query heads when shared=1; the best bounds fill the budget after the current page; the sinks.
+TEST(KeyPolicies, StreamingKeepsTheSinksAndTheWindowOfAnyCandidates) {
+  // Against its rule position by position (j < sinks or j + window > pos), on candidates with holes,
+  // windows from none to past every position, sinks from none to more than the positions.
+  std::mt19937 rng(23);
+  for (const size_t sinks : {0u, 1u, 2u, 4u, 30u})
+    for (const uint64_t window : {0ull, 1ull, 3ull, 7ull, 21ull, 1ull << 32}) {
+      auto streaming = builtin_policies().create("streaming:sinks=" + std::to_string(sinks) +
+                                                 ",window=" + std::to_string(window));
+      streaming->bind(stories());
+      for (size_t pos = 0; pos <= 24; ++pos) {
+        std::vector<uint32_t> cand, keys, want;
+        for (uint32_t j = 0; j <= pos; ++j)
+          if (j == pos || rng() % 3 != 0) cand.push_back(j);
+        for (const uint32_t j : cand)
+          if (j < sinks || j + window > pos) want.push_back(j);
+        streaming->select_keys({1, pos, 0, 0, {}, nullptr, 1}, cand, keys);
+        ASSERT_EQ(keys, want) << "sinks " << sinks << " window " << window << " pos " << pos;
+      }
+    }
+}
+
 TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
   const ModelConfig& c = stories().config();
   const size_t hd = c.head_dim, kv = size_t{c.n_kv_heads} * hd, group = c.n_heads / c.n_kv_heads;
@@ -383,7 +404,8 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
     size_t sinks, page;
   };
   // 10 sinks: more than a page; pages of 2: a decode step's scoring in several chunks of pages.
-  for (const Case cs : {Case{false, 3, 8}, Case{true, 3, 8}, Case{true, 10, 8}, Case{false, 3, 2}}) {
+  for (const Case cs :
+       {Case{false, 3, 8}, Case{true, 3, 8}, Case{true, 10, 8}, Case{false, 3, 2}, Case{true, 3, 2}}) {
     const size_t page = cs.page;
     const std::string spec = "quest:keep=0.3,page=" + std::to_string(page) +
                              ",sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0");

@@ -36,6 +36,7 @@ void QuestKeys::bind(const Model& model) {
 
 void QuestKeys::truncate(size_t n_past) {
   for (LayerPages& l : layers_) l.ready = std::min(l.ready, n_past / page_);
+  scored_rows_ = 0;  // a step's scores are for the positions before the rewind
 }
 
 // Bounds of the pages complete before the batch's last query's page, from the cached keys.
