@@ -87,4 +87,13 @@ class ThreadPool {
   std::vector<size_t> cuts_, order_;
 };
 
+// fn over [0, n) on `pool`, or in one call on the caller (thread 0) when there is none (a policy
+// driven without the forward pass's threads, as in unit tests).
+inline void parallel_for(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t, int)>& fn) {
+  if (pool)
+    pool->parallel_for(n, fn);
+  else if (n > 0)
+    fn(0, n, 0);
+}
+
 }  // namespace ts

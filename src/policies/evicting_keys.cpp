@@ -52,11 +52,7 @@ void EvictingKeys::prepare_keys(const QueryRows& q) {
         step(s, q, i, st, row_lists_[(*q.rows)[i] * n_states_ + st], !collect_observed_);
     }
   };
-  if (q.pool) {
-    q.pool->parallel_for(n_states_, step_states);
-  } else {
-    step_states(0, n_states_, 0);
-  }
+  parallel_for(q.pool, n_states_, step_states);
   if (n_rows) n_seen_ = std::max(n_seen_, q.pos0 + (*q.rows)[n_rows - 1] + 1);
 }
 

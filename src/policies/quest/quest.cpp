@@ -94,10 +94,7 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
                      &scored_[first_list * need + begin], need);
     }
   };
-  if (q.pool)
-    q.pool->parallel_for(n_rows * n_kv * chunks, score_items);
-  else
-    score_items(0, n_rows * n_kv * chunks, 0);
+  parallel_for(q.pool, n_rows * n_kv * chunks, score_items);
   scored_layer_ = q.layer;
   scored_lists_ = lists;
   scored_pages_ = need;

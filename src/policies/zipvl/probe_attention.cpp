@@ -81,10 +81,7 @@ ColumnScores probe_attention(const KvRows& kv, const std::vector<uint32_t>& prob
     const auto run_wave = [&](size_t b, size_t e, int thread) {
       for (size_t i = b; i < e; ++i) run_item(w0 + i, scratch[static_cast<size_t>(thread)], sums[i]);
     };
-    if (kv.pool)
-      kv.pool->parallel_for(wave, run_wave);
-    else
-      run_wave(0, wave, 0);
+    parallel_for(kv.pool, wave, run_wave);
     for (size_t i = 0; i < wave; ++i)
       for (size_t j = 0; j < sums[i].size(); ++j) out.sum[j] += sums[i][j];
   }
