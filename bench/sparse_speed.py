@@ -59,6 +59,8 @@ FAMILIES = [
     Family("tokenbutler-2k", [BUTLER_2K], ("decode",), PROFILED),
     Family("quest", ["quest:keep=0.5"], ("decode",), None),
     Family("quest-shared", ["quest:keep=0.5,shared=1"], ("decode",), None),
+    Family("quest-i8", ["quest:keep=0.5,bounds=i8"], ("decode",), None),
+    Family("quest-shared-i8", ["quest:keep=0.5,shared=1,bounds=i8"], ("decode",), None),
     Family("oracle", ["oracle:keep=0.5"], ("decode",), None),
     Family("h2o", ["h2o:keep=0.5"], ("decode",), None),
     Family("snapkv", ["snapkv:keep=0.5"], ("decode",), None),

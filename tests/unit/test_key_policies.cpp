@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/simd_ops.h"
 #include "key_recorder.h"
 #include "model/model.h"
 #include "policies/builtin_policies.h"
@@ -402,36 +403,65 @@ TEST(KeyPolicies, QuestChoosesThePagesWithTheLargestBounds) {
   struct Case {
     bool shared;
     size_t sinks, page;
+    bool i8 = false;
+    size_t window = 0;  // candidates: the last `window` positions (a sliding-window layer's)
   };
-  // 10 sinks: more than a page; pages of 2: a decode step's scoring in several chunks of pages.
-  for (const Case cs :
-       {Case{false, 3, 8}, Case{true, 3, 8}, Case{true, 10, 8}, Case{false, 3, 2}, Case{true, 3, 2}}) {
+  // 10 sinks: more than a page; pages of 2: a decode step's scoring in several chunks of pages;
+  // int8 bounds: scored in blocks of 16 pages (pages of 1: over 12 blocks); a window of 45: the
+  // first page scored (pos 103: page 29) inside a block.
+  for (const Case cs : {Case{false, 3, 8}, Case{true, 3, 8}, Case{true, 10, 8}, Case{false, 3, 2},
+                        Case{true, 3, 2}, Case{false, 3, 8, true}, Case{true, 3, 2, true},
+                        Case{false, 3, 1, true}, Case{false, 3, 2, true, 45}, Case{true, 3, 8, false, 45}}) {
     const size_t page = cs.page;
     const std::string spec = "quest:keep=0.3,page=" + std::to_string(page) +
-                             ",sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0");
+                             ",sinks=" + std::to_string(cs.sinks) + ",shared=" + (cs.shared ? "1" : "0") +
+                             ",bounds=" + (cs.i8 ? "i8" : "f32");
     auto quest = builtin_policies().create(spec);
     quest->bind(stories());
     ASSERT_EQ(quest->selects_per_group(), cs.shared);
     const size_t per_list = cs.shared ? group : 1;
     const auto check = [&](size_t pos) {
-      std::vector<uint32_t> cand(pos + 1), keys;
-      std::iota(cand.begin(), cand.end(), 0u);
+      const size_t first = cs.window && pos + 1 > cs.window ? pos + 1 - cs.window : 0;
+      std::vector<uint32_t> cand(pos + 1 - first), keys;
+      std::iota(cand.begin(), cand.end(), static_cast<uint32_t>(first));
       for (size_t h = 0; h < c.n_heads; h += per_list) {
         const size_t kvh = h / group;
         const std::span<const float> q(&queries[(pos * c.n_heads + h) * hd], per_list * hd);
         quest->select_keys({layer, pos, h, kvh, q, &cache, per_list}, cand, keys);
         std::vector<std::pair<double, size_t>> by_bound;  // (-bound, page): ascending = best first
-        for (size_t p = 0; p < pos / page; ++p) {
-          double bound = 0;
-          for (size_t g = 0; g < per_list; ++g)
-            for (size_t x = 0; x < hd; ++x) {
-              float lo = INFINITY, hi = -INFINITY;
-              for (size_t j = p * page; j < (p + 1) * page; ++j) {
-                lo = std::min(lo, cached[j * kv + kvh * hd + x]);
-                hi = std::max(hi, cached[j * kv + kvh * hd + x]);
-              }
-              bound += std::max(double(q[g * hd + x]) * lo, double(q[g * hd + x]) * hi);
+        for (size_t p = first / page; p < pos / page; ++p) {
+          std::vector<float> lo(hd, INFINITY), hi(hd, -INFINITY);
+          for (size_t x = 0; x < hd; ++x)
+            for (size_t j = p * page; j < (p + 1) * page; ++j) {
+              lo[x] = std::min(lo[x], cached[j * kv + kvh * hd + x]);
+              hi[x] = std::max(hi[x], cached[j * kv + kvh * hd + x]);
             }
+          double bound = 0;
+          if (cs.i8) {
+            // Codes of the page's largest |bound| / 127 (max rounded up, min down; the largest
+            // itself may round to 127 + an ulp, clamped) against the
+            // group's [positive parts, negative parts] rounded to 13-bit integers: an exact integer sum.
+            float amax = 0;
+            for (size_t x = 0; x < hd; ++x) amax = std::max({amax, std::fabs(lo[x]), std::fabs(hi[x])});
+            std::vector<float> parts(2 * hd, 0.0f);
+            for (size_t g = 0; g < per_list; ++g)
+              for (size_t x = 0; x < hd; ++x) {
+                parts[x] += std::max(q[g * hd + x], 0.0f);
+                parts[hd + x] += std::min(q[g * hd + x], 0.0f);
+              }
+            std::vector<int16_t> parts_i16(2 * hd);
+            const float parts_scale = round_query_i16(parts.data(), 2 * hd, parts_i16.data());
+            const auto code = [&](float c) { return static_cast<int64_t>(std::clamp(c, -127.0f, 127.0f)); };
+            int64_t sum = 0;
+            for (size_t x = 0; x < hd; ++x)
+              sum += parts_i16[x] * code(std::ceil(hi[x] * (127.0f / amax))) +
+                     parts_i16[hd + x] * code(std::floor(lo[x] * (127.0f / amax)));
+            bound = static_cast<float>(sum) * (amax / 127.0f * parts_scale);
+          } else {
+            for (size_t g = 0; g < per_list; ++g)
+              for (size_t x = 0; x < hd; ++x)
+                bound += std::max(double(q[g * hd + x]) * lo[x], double(q[g * hd + x]) * hi[x]);
+          }
           by_bound.push_back({-bound, p});
         }
         std::ranges::sort(by_bound);
@@ -476,6 +506,7 @@ TEST(KeyPolicies, BadOptionsAreRejected) {
   EXPECT_THROW(builtin_policies().create("oracle"), Error);  // keep is required
   EXPECT_THROW(builtin_policies().create("oracle:keep=0"), Error);
   EXPECT_THROW(builtin_policies().create("quest:keep=0.5,page=0"), Error);
+  EXPECT_THROW(builtin_policies().create("quest:keep=0.5,bounds=f16"), Error);
   EXPECT_THROW(builtin_policies().create("streaming:window=4,keep=0.5"), Error);
   EXPECT_THROW(builtin_policies().create("h2o:keep=1.5"), Error);
 }

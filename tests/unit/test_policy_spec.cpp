@@ -104,7 +104,8 @@ TEST(PolicyRegistry, HelpAndDescriptionComeFromTheDeclarations) {
       *std::find_if(builtin_policies().entries().begin(), builtin_policies().entries().end(),
                     [](const PolicyEntry& e) { return e.name == "quest"; });
   EXPECT_EQ(quest.help(),
-            "quest:[keep=F][,sinks=4][,first_layer=1][,page=16][,shared=0]: key-selecting baseline Quest: "
+            "quest:[keep=F][,sinks=4][,first_layer=1][,page=16][,shared=0][,bounds=f32|i8]: key-selecting "
+            "baseline Quest: "
             "query-aware selection of pages by min/max key bounds (shared=1: one choice per KV group, the "
             "fast one)");
   const nlohmann::ordered_json d = describe_policies(builtin_policies());
