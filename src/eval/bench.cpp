@@ -122,7 +122,7 @@ std::vector<BenchResult> run_bench(const Model& model, const BenchParams& p,
         for (size_t t = 0; t < p.n_gen; ++t) {
           for (size_t s = 0; s < p.n_seq; ++s) steps[s] = {seqs[i][s].get(), std::span(&gen[t], 1), 0};
           pass.run(steps, [](size_t, size_t, std::span<const float>) {});
-          for (auto& seq : seqs[i]) seq->end_call();
+          for (auto& seq : seqs[i]) seq->end_batch();
         }
         watch.rate(double(p.n_gen * p.n_seq), results[i].decode_tps, results[i].decode_cpu_tps);
         const KvCache& cache = first.cache();

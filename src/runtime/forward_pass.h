@@ -35,8 +35,8 @@ class ForwardPass {
   using LogitsSink = std::function<void(size_t step, size_t first_row, std::span<const float> logits)>;
   // Runs the steps (each sequence at most once) as one batch and hands the logits asked for to
   // on_logits in slices, in step order. Throws ts::Error before running anything on a bad step
-  // (no tokens, an id outside the vocabulary, context overflow). The steps' calls stay open:
-  // Sequence::end_call() closes one.
+  // (no tokens, an id outside the vocabulary, context overflow). Each sequence's policies evict
+  // at its Sequence::end_batch() afterwards.
   void run(std::span<const SequenceStep> steps, const LogitsSink& on_logits);
 
   // run()'s checks of its steps, for a caller that cuts one call into several runs.

@@ -418,12 +418,15 @@ std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t>
   if (quantized() || !partial_[layer]) return positions;
   const std::vector<uint32_t>& h = held_[layer];
   buffer.resize(positions.size());
+  // A position is most often the held one after the previous (runs of positions): checked first.
   auto from = h.begin();
   for (size_t i = 0; i < positions.size(); ++i) {
     const uint32_t p = positions[i];
-    if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
-    from = std::lower_bound(from, h.end(), p);
-    TS_CHECK(from != h.end() && *from == p, "KV cache: position ", p, " is not held at layer ", layer);
+    if (from == h.end() || *from != p) {
+      if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
+      from = std::lower_bound(from, h.end(), p);
+      TS_CHECK(from != h.end() && *from == p, "KV cache: position ", p, " is not held at layer ", layer);
+    }
     buffer[i] = static_cast<uint32_t>(from - h.begin());
     ++from;
   }
@@ -433,7 +436,20 @@ std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t>
 void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
   if (!partial_[layer]) return;
   const std::vector<uint32_t>& h = held_[layer];
-  std::erase_if(positions, [&](uint32_t p) { return !std::binary_search(h.begin(), h.end(), p); });
+  // As slots(): a position is most often the held one after the previous (runs of positions), so
+  // that is checked first and the search is the exception.
+  auto from = h.begin();
+  size_t kept = 0;
+  for (const uint32_t p : positions) {
+    if (from == h.end() || *from != p) {
+      if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
+      from = std::lower_bound(from, h.end(), p);
+      if (from == h.end() || *from != p) continue;
+    }
+    ++from;
+    positions[kept++] = p;
+  }
+  positions.resize(kept);
 }
 
 void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored) {
@@ -468,7 +484,10 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
 
 void KvCache::move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,
                         size_t unmoved) {
-  const size_t freed = (before.size() - kept.size()) * head_dim_ * sizeof(uint16_t);
+  // Every row after the kept ones goes back: the freed rows, and the head's rows not yet written,
+  // which its first rows made resident as whole 2 MiB pages (before the layer had holes); later
+  // positions fault small pages in as they come.
+  const size_t freed = (head_stride() - kept.size() * head_dim_) * sizeof(uint16_t);
   for (size_t kvh = 0; kvh < n_kv_heads(); ++kvh) {
     uint16_t *keys = half_head(keys_, layer, kvh), *values = half_head(values_, layer, kvh);
     // kept is a subsequence of before: row from is at or after its new slot to.

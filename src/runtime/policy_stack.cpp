@@ -202,7 +202,7 @@ void PolicyStack::after_attention(const AttentionRows& a) {
   for (Policy* o : observers(Hook::ObserveAttention, a.layer)) o->observe_attention(a);
 }
 
-void PolicyStack::end_call(KvCache& cache) {
+void PolicyStack::end_batch(KvCache& cache) {
   for (Policy* p : evictors_) {
     Evictions ev;
     p->evict(cache, ev);

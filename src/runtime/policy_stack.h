@@ -67,8 +67,8 @@ class PolicyStack {
                                [&](const Policy* o) { return o->wants_attention(layer); });
   }
   void after_attention(const AttentionRows& attention);
-  // After the last batch of a forward call: evictions.
-  void end_call(KvCache& cache);
+  // After each batch: evictions.
+  void end_batch(KvCache& cache);
   void truncate(size_t n_past);
 
  private:

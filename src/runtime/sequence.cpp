@@ -30,8 +30,8 @@ void Sequence::set_decision_log(DecisionLog* log) {
   if (policies_) policies_->set_log(log);
 }
 
-void Sequence::end_call() {
-  if (policies_) policies_->end_call(cache_);
+void Sequence::end_batch() {
+  if (policies_) policies_->end_batch(cache_);
 }
 
 }  // namespace ts

@@ -30,9 +30,9 @@ class Sequence {
   size_t rewind_point(size_t n) const { return policies_ ? policies_->rewind_point(n) : n; }
   // Records the policies' decisions into `log` until set_decision_log(nullptr).
   void set_decision_log(DecisionLog* log);
-  // After the last batch of a forward call: the policies' evictions. A call is what the policies
-  // see as one request (OrthoRank ranks it whole, H2O evicts after it).
-  void end_call();
+  // After each batch (a decode step, a chunk of a prompt; a call that a policy ranks whole is one
+  // batch): the policies' evictions, of positions no later row reads.
+  void end_batch();
 
   const KvCache& cache() const { return cache_; }
   KvCache& cache() { return cache_; }

@@ -32,8 +32,8 @@ void run_call(ForwardPass& pass, Sequence& seq, std::span<const int32_t> tokens,
     const SequenceStep step{&seq, tokens.subspan(start, n), std::max(first_row, start) - start};
     pass.run({&step, 1},
              [&](size_t, size_t row, std::span<const float> logits) { on_logits(start + row, logits); });
+    seq.end_batch();  // evictions between batches: a long prompt's cache shrinks as it goes
   }
-  seq.end_call();
 }
 
 }  // namespace ts

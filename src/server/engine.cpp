@@ -272,7 +272,7 @@ void Engine::step() {
   for (size_t i = 0; i < step_slots_.size(); ++i) {
     rows += step_rows_[i].tokens.size();
     if (!step_slots_[i]->prefilled()) prompt_rows += step_rows_[i].tokens.size();
-    step_slots_[i]->seq.end_call();
+    step_slots_[i]->seq.end_batch();
   }
   const double seconds = seconds_since(t0);
   {

@@ -102,7 +102,7 @@ std::vector<Outcome> run_batched(const Model& model, const std::vector<Script>& 
       std::vector<float>& dst = out[who[s]].logits;
       dst.insert(dst.end(), logits.begin(), logits.end());
     });
-    for (size_t i : who) seqs[i]->end_call();
+    for (size_t i : who) seqs[i]->end_batch();
   }
   return out;
 }

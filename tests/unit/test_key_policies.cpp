@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -17,7 +18,9 @@
 #include "model/model.h"
 #include "policies/builtin_policies.h"
 #include "policies/key_budget.h"
+#include "runtime/forward_pass.h"
 #include "runtime/kv_cache.h"
+#include "runtime/sequence.h"
 #include "runtime/transformer.h"
 #include "stories_fixture.h"
 
@@ -357,6 +360,62 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
           for (size_t j = 0; j < active.size(); ++j) attention[active[j]] += summed[j];
         }
       }
+  }
+}
+
+// StreamingLLM's evictions (the positions between the sinks and the next query's window leave the
+// cache) change nothing a query reads: the logits of a sequence whose batches end (and evict) are
+// those of the same batches never ended, bit for bit. The cache then holds the sinks and a run up to
+// the end that starts inside the next window (layer 0, not selected, everything), and a rewind
+// whose window would reach into the evicted positions starts the sequence again.
+TEST(KeyPolicies, StreamingEvictsOnlyWhatNoLaterQueryReads) {
+  const Model& m = stories();
+  const ModelConfig& c = m.config();
+  const size_t n = 300;
+  const auto tokens = random_tokens(n, 11);
+  ThreadPool pool(2);
+  ForwardPass pass(m, pool);
+  struct Case {
+    std::string spec;
+    size_t sinks, next_window;  // the window's start for the query at n
+  };
+  // keep=0.5 at 300: budget ceil(301 / 2) = 151, window 151 - 4 = 147, start 301 - 147 = 154.
+  for (const Case& cs : {Case{"streaming:keep=0.5", 4, 154}, Case{"streaming:window=40,sinks=3", 3, 261}}) {
+    const std::string specs[] = {cs.spec};
+    Sequence evicting(c, 512), kept(c, 512);
+    evicting.set_policies(make_policy_stack(specs, m));
+    kept.set_policies(make_policy_stack(specs, m));
+    for (size_t at = 0; at < n;) {  // a prompt in batches of 64, then a token at a time
+      const size_t len = at < 192 ? 64 : 1;
+      const auto batch = std::span<const int32_t>(tokens).subspan(at, len);
+      std::vector<float> a, b;
+      const SequenceStep step_a{&evicting, batch, 0}, step_b{&kept, batch, 0};
+      pass.run({&step_a, 1},
+               [&](size_t, size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
+      evicting.end_batch();
+      pass.run({&step_b, 1},
+               [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << cs.spec << " at " << at;
+      at += len;
+    }
+    EXPECT_TRUE(evicting.cache().holds_all(0));
+    EXPECT_TRUE(kept.cache().holds_all(1));
+    size_t evicted_to = 0;
+    for (size_t layer = 1; layer < c.n_layers; ++layer) {
+      const std::span<const uint32_t> held = evicting.cache().held(layer, n - 1);
+      ASSERT_GT(held.size(), cs.sinks);
+      evicted_to = held[cs.sinks];
+      std::vector<uint32_t> want(cs.sinks + n - evicted_to);
+      std::iota(want.begin(), want.begin() + cs.sinks, 0u);
+      std::iota(want.begin() + cs.sinks, want.end(), static_cast<uint32_t>(evicted_to));
+      EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()), want) << cs.spec << " layer " << layer;
+    }
+    EXPECT_GT(evicted_to, cs.sinks + 64) << cs.spec;  // evicted, in chunks of at least 64
+    EXPECT_LE(evicted_to, cs.next_window) << cs.spec;
+    EXPECT_EQ(evicting.rewind_point(n), n);
+    EXPECT_EQ(evicting.rewind_point(60), 0u);
+    EXPECT_EQ(kept.rewind_point(60), 60u);  // nothing evicted
   }
 }
 

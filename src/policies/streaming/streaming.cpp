@@ -1,8 +1,10 @@
 #include "policies/streaming/streaming.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
+#include "runtime/kv_cache.h"
 
 namespace ts {
 
@@ -18,13 +20,34 @@ StreamingKeys::StreamingKeys(PolicyOptions& options)
            ": give either window=N or keep=F");
 }
 
+size_t StreamingKeys::window_start(size_t pos) const {
+  // pos + 1 - window with window = budget(pos) - sinks: budget grows by at most 1 a position, so
+  // this never moves back.
+  const size_t sinks = budget_.sinks(), budget = budget_.budget(pos);
+  const size_t window = window_ ? *window_ : budget > sinks ? budget - sinks : 0;
+  return pos + 1 > window ? pos + 1 - window : 0;
+}
+
+void StreamingKeys::truncate(size_t n_past) {
+  if (n_past == 0) evicted_to_ = 0;  // else rewind_point kept the evicted positions out of reach
+}
+
+void StreamingKeys::evict(const KvCache& cache, Evictions& out) {
+  const size_t sinks = budget_.sinks(), from = std::max(evicted_to_, sinks);
+  const size_t to = window_start(cache.size());  // the next query's window
+  const size_t held = cache.size() - (from - sinks);
+  if (to <= from || to - from < std::max<size_t>(kMinEviction, held / 4)) return;
+  std::vector<uint32_t> gone(to - from);
+  std::iota(gone.begin(), gone.end(), static_cast<uint32_t>(from));
+  for (const uint32_t layer : budget_.layers()) out.add(layer, gone);
+  evicted_to_ = to;
+}
+
 void StreamingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
                                 std::vector<uint32_t>& keys) const {
   const size_t sinks = budget_.sinks();
-  const size_t budget = budget_.budget(q.pos);
-  const size_t window = window_ ? *window_ : budget > sinks ? budget - sinks : 0;
-  // The candidates (ascending) below `sinks`, then those after pos - window: two runs, copied whole.
-  const size_t recent_from = q.pos + 1 > window ? q.pos + 1 - window : 0;
+  // The candidates (ascending) below `sinks`, then those from the window's start: two runs, copied whole.
+  const size_t recent_from = window_start(q.pos);
   const auto sinks_end = std::ranges::lower_bound(candidates, sinks);
   const auto recent = std::max(sinks_end, std::ranges::lower_bound(candidates, recent_from));
   keys.assign(candidates.begin(), sinks_end);
