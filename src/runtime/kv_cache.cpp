@@ -402,8 +402,8 @@ void KvCache::list_held(size_t layer, size_t up_to) {
   held_[layer].assign(all_positions_.begin(), all_positions_.begin() + static_cast<std::ptrdiff_t>(up_to));
   if (quantized()) return;
   const size_t layer_bytes = n_kv_heads() * head_stride() * sizeof(uint16_t);
-  use_small_pages(half_head(keys_, layer, 0), layer_bytes);
-  use_small_pages(half_head(values_, layer, 0), layer_bytes);
+  ts::use_small_pages(half_head(keys_, layer, 0), layer_bytes);
+  ts::use_small_pages(half_head(values_, layer, 0), layer_bytes);
 }
 
 size_t KvCache::slot(size_t layer, size_t pos) const {
@@ -464,6 +464,16 @@ void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   std::vector<uint32_t>& h = held_[layer];
   h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
+}
+
+void KvCache::use_small_pages() {
+  TS_CHECK(n_used_ == 0, "KV cache: small pages are chosen before a sequence starts");
+  if (quantized()) return;
+  const size_t bytes = n_layers_ * n_kv_heads() * head_stride() * sizeof(uint16_t);
+  for (const LargePageBuffer* rows : {&keys_, &values_}) {
+    ts::use_small_pages(rows->data(), bytes);
+    release_pages(rows->data(), bytes);  // an earlier sequence's rows
+  }
 }
 
 void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {

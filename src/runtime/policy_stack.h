@@ -67,6 +67,7 @@ class PolicyStack {
                                [&](const Policy* o) { return o->wants_attention(layer); });
   }
   void after_attention(const AttentionRows& attention);
+  bool evicts() const { return !evictors_.empty(); }
   // After each batch: evictions.
   void end_batch(KvCache& cache);
   void truncate(size_t n_past);
