@@ -47,12 +47,18 @@ void release_pages(const void* p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-void use_small_pages(const void* p, size_t n) {
+namespace {
+// madvise over the pages touching [p, p + n); advisory: if the kernel refuses, nothing changes.
+void advise_pages(const void* p, size_t n, int advice) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(p) + n;
-  if (n) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);  // advisory
+  if (n) ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
+}  // namespace
+
+void use_small_pages(const void* p, size_t n) { advise_pages(p, n, MADV_NOHUGEPAGE); }
+void use_huge_pages(const void* p, size_t n) { advise_pages(p, n, MADV_HUGEPAGE); }
 
 LargePageBuffer::LargePageBuffer(size_t bytes, bool small_pages) {
   if (bytes == 0) return;

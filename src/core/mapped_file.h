@@ -33,6 +33,8 @@ void release_pages(const void* p, size_t n);
 // From now on, the pages of [p, p + n) are 4 KiB pages (those already resident stay as they are):
 // for anonymous memory whose written part should not make the 2 MiB around it resident.
 void use_small_pages(const void* p, size_t n);
+// The reverse: 2 MiB pages where they fit (advisory too).
+void use_huge_pages(const void* p, size_t n);
 
 // Zeroed anonymous memory that the kernel may back with 2 MiB pages (transparent huge pages in
 // "madvise" mode): weights streamed once per token then cost a few TLB misses instead of one per 4 KiB.

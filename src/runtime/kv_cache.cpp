@@ -466,11 +466,15 @@ void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
 }
 
-void KvCache::use_small_pages() {
-  TS_CHECK(n_used_ == 0, "KV cache: small pages are chosen before a sequence starts");
+void KvCache::use_small_pages(bool small) {
+  TS_CHECK(n_used_ == 0, "KV cache: the page size is chosen before a sequence starts");
   if (quantized()) return;
   const size_t bytes = n_layers_ * n_kv_heads() * head_stride() * sizeof(uint16_t);
   for (const LargePageBuffer* rows : {&keys_, &values_}) {
+    if (!small) {
+      use_huge_pages(rows->data(), bytes);
+      continue;
+    }
     ts::use_small_pages(rows->data(), bytes);
     release_pages(rows->data(), bytes);  // an earlier sequence's rows
   }

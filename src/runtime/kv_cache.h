@@ -164,10 +164,11 @@ class KvCache {
   // The batch at positions pos0..pos0+n_tok-1 wrote all of them (a no-op on layers without holes).
   void hold_all(size_t layer, size_t pos0, size_t n_tok);
   void evict(size_t layer, std::span<const uint32_t> positions);
-  // F16, while empty (a sequence whose policies evict is about to start): the rows on small pages
-  // from their first write, so that the cache's memory follows the rows held all along (a 2 MiB
-  // page becomes resident whole, and a layer's first eviction came only after a batch).
-  void use_small_pages();
+  // F16, while empty (a sequence is about to start): small pages when its policies evict, so that
+  // the cache's memory follows the rows held from their first write (a 2 MiB page becomes resident
+  // whole, and a layer's first eviction comes only after a batch); else huge pages again (an
+  // earlier sequence's evictions left the advice for small ones).
+  void use_small_pages(bool small);
 
   // Quantized formats, for attention: where the K or V row of a held position is.
   KvRowRef key_row(size_t layer, size_t pos) const { return row_ref(layer, pos, ring_k_, pinned_k_, true); }

@@ -23,7 +23,7 @@ void Sequence::set_policies(std::unique_ptr<PolicyStack> policies) {
   const KvFormat format = policies_ && policies_->kv_format() ? *policies_->kv_format() : KvFormat{};
   if (format.describe() != cache_.format().describe() || format.ranges != cache_.format().ranges)
     cache_ = KvCache(n_layers_, cache_.capacity(), cache_.kv_dim(), cache_.head_dim(), format);
-  if (policies_ && policies_->evicts()) cache_.use_small_pages();
+  cache_.use_small_pages(policies_ && policies_->evicts());
 }
 
 void Sequence::set_decision_log(DecisionLog* log) {

@@ -380,7 +380,9 @@ TEST(KeyPolicies, StreamingEvictsOnlyWhatNoLaterQueryReads) {
     size_t sinks, next_window;  // the window's start for the query at n
   };
   // keep=0.5 at 300: budget ceil(301 / 2) = 151, window 151 - 4 = 147, start 301 - 147 = 154.
-  for (const Case& cs : {Case{"streaming:keep=0.5", 4, 154}, Case{"streaming:window=40,sinks=3", 3, 261}}) {
+  // A window of 0: queries read the sinks only, and everything else leaves up to the last position written.
+  for (const Case& cs : {Case{"streaming:keep=0.5", 4, 154}, Case{"streaming:window=40,sinks=3", 3, 261},
+                         Case{"streaming:window=0,sinks=2", 2, 300}}) {
     const std::string specs[] = {cs.spec};
     Sequence evicting(c, 512), kept(c, 512);
     evicting.set_policies(make_policy_stack(specs, m));
@@ -415,8 +417,30 @@ TEST(KeyPolicies, StreamingEvictsOnlyWhatNoLaterQueryReads) {
     EXPECT_LE(evicted_to, cs.next_window) << cs.spec;
     EXPECT_EQ(evicting.rewind_point(n), n);
     EXPECT_EQ(evicting.rewind_point(60), 0u);
+    EXPECT_THROW(evicting.truncate(60), Error);  // refused, and the sequence stays as it was
+    EXPECT_EQ(evicting.n_past(), n);
     EXPECT_EQ(kept.rewind_point(60), 60u);  // nothing evicted
   }
+  // A call of more than one batch (run_call: 512 rows, then 188) evicts after each batch: the same
+  // logits as its batches run without evicting, and the first batch's evictions already made.
+  const auto long_tokens = random_tokens(700, 12);
+  const std::string specs[] = {"streaming:keep=0.5"};
+  Sequence evicting(c, 1024), kept(c, 1024);
+  evicting.set_policies(make_policy_stack(specs, m));
+  kept.set_policies(make_policy_stack(specs, m));
+  std::vector<float> a, b;
+  run_call(pass, evicting, long_tokens, 0,
+           [&](size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
+  for (const auto& [at, len] : {std::pair<size_t, size_t>{0, 512}, {512, 188}}) {
+    const SequenceStep step{&kept, std::span<const int32_t>(long_tokens).subspan(at, len), 0};
+    pass.run({&step, 1},
+             [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
+  }
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  // After the first batch: window_start(512) = 513 - (257 - 4) = 260; after the second, 701 - (351 - 4)
+  // = 354, whose 94 positions past 260 are under a quarter of the 444 held: the held run starts at 260.
+  EXPECT_EQ(evicting.cache().held(1, 699)[4], 260u);
 }
 
 // Quest on a hand-made cache against its rule read literally: a page's bound is

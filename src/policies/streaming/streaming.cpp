@@ -29,14 +29,18 @@ size_t StreamingKeys::window_start(size_t pos) const {
 }
 
 void StreamingKeys::truncate(size_t n_past) {
-  if (n_past == 0) evicted_to_ = 0;  // else rewind_point kept the evicted positions out of reach
+  if (n_past == 0) evicted_to_ = 0;
+  TS_CHECK(window_start(n_past) >= evicted_to_, "policy ", name(), ": positions before ", evicted_to_,
+           " were evicted, so the sequence cannot resume at ", n_past, " (rewind_point gives 0)");
 }
 
 void StreamingKeys::evict(const KvCache& cache, Evictions& out) {
+  // The next query's window, at most up to the positions written (a window of 0 starts past them).
   const size_t sinks = budget_.sinks(), from = std::max(evicted_to_, sinks);
-  const size_t to = window_start(cache.size());  // the next query's window
+  const size_t to = std::min(window_start(cache.size()), cache.size());
+  if (to <= from) return;
   const size_t held = cache.size() - (from - sinks);
-  if (to <= from || to - from < std::max<size_t>(kMinEviction, held / 4)) return;
+  if (to - from < std::max<size_t>(kMinEviction, held / 4)) return;
   std::vector<uint32_t> gone(to - from);
   std::iota(gone.begin(), gone.end(), static_cast<uint32_t>(from));
   for (const uint32_t layer : budget_.layers()) out.add(layer, gone);
