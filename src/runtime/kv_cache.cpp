@@ -413,20 +413,28 @@ size_t KvCache::slot(size_t layer, size_t pos) const {
   return at != h.end() && *at == pos ? static_cast<size_t>(at - h.begin()) : kNoSlot;
 }
 
+namespace {
+// p's entry in the held positions h, searched from `from` (the entry after the previous position's,
+// where a run of positions finds its next at once; a list out of order searches all of h), or
+// h.end() when p is not held.
+std::vector<uint32_t>::const_iterator find_held(const std::vector<uint32_t>& h,
+                                                std::vector<uint32_t>::const_iterator from, uint32_t p) {
+  if (from != h.end() && *from == p) return from;
+  if (from != h.begin() && from[-1] >= p) from = h.begin();
+  from = std::lower_bound(from, h.end(), p);
+  return from != h.end() && *from == p ? from : h.end();
+}
+}  // namespace
+
 std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t> positions,
                                          std::vector<uint32_t>& buffer) const {
   if (quantized() || !partial_[layer]) return positions;
   const std::vector<uint32_t>& h = held_[layer];
   buffer.resize(positions.size());
-  // A position is most often the held one after the previous (runs of positions): checked first.
   auto from = h.begin();
   for (size_t i = 0; i < positions.size(); ++i) {
-    const uint32_t p = positions[i];
-    if (from == h.end() || *from != p) {
-      if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
-      from = std::lower_bound(from, h.end(), p);
-      TS_CHECK(from != h.end() && *from == p, "KV cache: position ", p, " is not held at layer ", layer);
-    }
+    from = find_held(h, from, positions[i]);
+    TS_CHECK(from != h.end(), "KV cache: position ", positions[i], " is not held at layer ", layer);
     buffer[i] = static_cast<uint32_t>(from - h.begin());
     ++from;
   }
@@ -436,17 +444,12 @@ std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t>
 void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
   if (!partial_[layer]) return;
   const std::vector<uint32_t>& h = held_[layer];
-  // As slots(): a position is most often the held one after the previous (runs of positions), so
-  // that is checked first and the search is the exception.
   auto from = h.begin();
   size_t kept = 0;
   for (const uint32_t p : positions) {
-    if (from == h.end() || *from != p) {
-      if (from != h.begin() && from[-1] >= p) from = h.begin();  // a list out of order: search it all
-      from = std::lower_bound(from, h.end(), p);
-      if (from == h.end() || *from != p) continue;
-    }
-    ++from;
+    const auto at = find_held(h, from, p);
+    if (at == h.end()) continue;
+    from = at + 1;
     positions[kept++] = p;
   }
   positions.resize(kept);

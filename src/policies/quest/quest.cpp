@@ -79,13 +79,15 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
   scored_rows_ = 0;
   if (n_rows > kScoredRows || need == 0) return;
   scored_parts_.resize(n_rows * lists * width);
-  scored_parts_i16_.resize(n_rows * lists * width);
-  scored_parts_scale_.resize(n_rows * lists);
+  if (int8_bounds_) {
+    scored_parts_i16_.resize(n_rows * lists * width);
+    scored_parts_scale_.resize(n_rows * lists);
+  }
   scored_pos_.resize(n_rows);
   for (size_t i = 0; i < n_rows; ++i) {
     scored_pos_[i] = q.pos0 + (*q.rows)[i];
-    for (size_t l = i * lists; l < (i + 1) * lists;
-         ++l) {  // list l's query heads: l, or the group of KV head l
+    // List l's query heads: head l % lists, or (shared) the group of KV head l % lists.
+    for (size_t l = i * lists; l < (i + 1) * lists; ++l) {
       bound_parts(q.query(i, l % lists * (group_ / per_kv)).data(), group_ / per_kv,
                   &scored_parts_[l * width]);
       if (int8_bounds_)
@@ -101,8 +103,10 @@ void QuestKeys::prepare_keys(const QueryRows& q) {
                    begin = item % chunks * kPagesPerItem;
       const size_t first_list = i * lists + kvh * per_kv;
       score_pages(lp.heads[kvh], begin, std::min(begin + kPagesPerItem, need), per_kv,
-                  &scored_parts_[first_list * width], &scored_parts_i16_[first_list * width],
-                  &scored_parts_scale_[first_list], &scored_[first_list * need + begin], need);
+                  &scored_parts_[first_list * width],
+                  int8_bounds_ ? &scored_parts_i16_[first_list * width] : nullptr,
+                  int8_bounds_ ? &scored_parts_scale_[first_list] : nullptr,
+                  &scored_[first_list * need + begin], need);
     }
   };
   parallel_for(q.pool, n_rows * n_kv * chunks, score_items);
