@@ -40,20 +40,22 @@ void EvictingKeys::truncate(size_t n_past) {
 
 void EvictingKeys::prepare_keys(const QueryRows& q) {
   const size_t n_rows = q.rows->size();
-  lists_pos0_ = q.pos0;
-  const size_t span = n_rows ? (*q.rows)[n_rows - 1] + 1 : 0;
-  row_lists_.resize(std::max(row_lists_.size(), span * n_states_));
   collect_observed_ = n_rows == 1 && collects_observed_attention();
+  if (n_rows == 0) return;
+  // Lists from the rows' first position on: a batch that comes in chunks of rows reuses them.
+  const size_t first_row = (*q.rows)[0], span = (*q.rows)[n_rows - 1] + 1 - first_row;
+  lists_pos0_ = q.pos0 + first_row;
+  row_lists_.resize(std::max(row_lists_.size(), span * n_states_));
   // The states are independent: each thread steps its own through the batch's rows in order.
   const auto step_states = [&](size_t b, size_t e, int) {
     for (size_t st = b; st < e; ++st) {
       HeadState& s = heads_[q.layer * n_states_ + st];
       for (size_t i = 0; i < n_rows; ++i)
-        step(s, q, i, st, row_lists_[(*q.rows)[i] * n_states_ + st], !collect_observed_);
+        step(s, q, i, st, row_lists_[((*q.rows)[i] - first_row) * n_states_ + st], !collect_observed_);
     }
   };
   parallel_for(q.pool, n_states_, step_states);
-  if (n_rows) n_seen_ = std::max(n_seen_, q.pos0 + (*q.rows)[n_rows - 1] + 1);
+  n_seen_ = std::max(n_seen_, q.pos0 + (*q.rows)[n_rows - 1] + 1);
 }
 
 void EvictingKeys::step(HeadState& s, const QueryRows& q, size_t row, size_t state,

@@ -88,7 +88,7 @@ class EvictingKeys : public Policy {
   size_t n_states_ = 0, heads_per_state_ = 1;     // eviction states per layer, query heads of each
   size_t n_seen_ = 0;                             // positions simulated so far
   std::vector<HeadState> heads_;                  // [layer][state]
-  std::vector<std::vector<uint32_t>> row_lists_;  // this layer's batch: [row offset][state]
+  std::vector<std::vector<uint32_t>> row_lists_;  // [row - the rows' first][state]
   size_t lists_pos0_ = 0;
   bool collect_observed_ = false;  // this layer's one-row batch collects in observe_attention
   std::vector<float> probs_;       // state_probs' sums

@@ -21,6 +21,9 @@ constexpr size_t kQueryTile = 8;
 // Rows per pass of attend over a long call (a prompt ranked whole): bounds the partial results,
 // which for every row at once would be the largest scratch of the call (SmolLM2 at 8192: 38 MB).
 constexpr size_t kAttendRows = 512;
+// Rows per pass of attend_listed (see there): enough (token, KV head) streams to keep the threads
+// busy with whole lists, few enough that the lists of one pass stay small.
+constexpr size_t kListedRows = 64;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -246,16 +249,34 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
 // When a policy watches the probabilities, each chunk's kernel also returns its numerators
 // (relative to the chunk's max), rescaled to the whole list's softmax when the chunks merge.
 // The lists, and the probabilities, go to the policies afterwards. No keys: output 0.
+//
+// A long batch goes through all of that in chunks of rows (the policies see each chunk as a batch
+// of its own, in order), so the lists and probabilities held at once are a chunk's, not a
+// prompt batch's: 512 rows' lists at depth 8K are ~75 MB on SmolLM2, more than an evicting
+// policy's cache saves.
 void ForwardPass::attend_listed(Slice& s, size_t layer) {
+  const RowSet& rows = s.rows.attn;
+  const size_t n_chunks = ceil_div(rows.size(), kListedRows), per_chunk = ceil_div(rows.size(), n_chunks);
+  if (n_chunks == 1) return attend_listed_rows(s, layer, rows, 0);
+  std::vector<uint32_t> chunk;
+  for (size_t first = 0; first < rows.size(); first += per_chunk) {
+    chunk.clear();
+    for (size_t i = first; i < std::min(rows.size(), first + per_chunk); ++i) chunk.push_back(rows[i]);
+    listed_rows_.set_list(chunk);
+    attend_listed_rows(s, layer, listed_rows_, first);
+  }
+}
+
+// attend_listed of `rows`, the rows.attn of slice s from its `first`-th on.
+void ForwardPass::attend_listed_rows(Slice& s, size_t layer, const RowSet& rows, size_t first) {
   const ModelConfig& c = model_.config();
   const size_t d = c.q_dim, hd = c.head_dim, n_heads = c.n_heads, pos0 = s.pos0;
   KvCache& cache = s.cache();
   PolicyStack* policies = s.policies();
-  const float* q_rows = &q_[s.q0 * d];
-  float* out = &attn_out_[s.attn0 * d];
+  const float* q_rows = &q_[(s.q0 + first) * d];
+  float* out = &attn_out_[(s.attn0 + first) * d];
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
-  const RowSet& rows = s.rows.attn;
   AttentionParts& parts = parts_[0];
   const Policy* selector = policies ? policies->key_selector(layer) : nullptr;
   if (selector) policies->prepare_keys({layer, pos0, &rows, n_heads, hd, q_rows, &cache, &pool_});

@@ -92,6 +92,7 @@ class ForwardPass {
   // inline_only: every work item on the calling thread (the caller shares slices among threads).
   void attend(Slice& s, size_t layer, AttentionParts& parts, bool inline_only);
   void attend_listed(Slice& s, size_t layer);
+  void attend_listed_rows(Slice& s, size_t layer, const RowSet& rows, size_t first);
   std::span<const uint32_t> attended_keys(const KvCache& cache, size_t layer, size_t pos) const;
   // How attend and attend_listed cut key streams into work items (see plan_key_chunks).
   struct KeyChunks {
@@ -132,6 +133,7 @@ class ForwardPass {
   std::vector<std::span<const uint32_t>> key_spans_;
   std::vector<std::vector<uint32_t>> key_lists_;
   std::vector<std::vector<float>> attn_probs_;
+  RowSet listed_rows_;  // attend_listed's chunk of rows
   // One gather of a list: the (row, query head) index of its first head in key_spans_, and how
   // many adjacent query heads of one KV head read it. is_union: the group's lists differ and are
   // read as one masked union, chunked over positions [union_begin, union_end) (the span the lists

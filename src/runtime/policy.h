@@ -188,7 +188,9 @@ class Policy {
   // The queries of the rows about to attend; attention itself stays as it was (dense when no
   // policy selects keys).
   virtual void observe_queries(const QueryRows&) {}
-  // Once per layer before its select_keys calls, with every query about to attend.
+  // Before select_keys, with the queries about to attend: every row of the layer's batch, or, in
+  // a long batch, each chunk of its rows in order, then that chunk's select_keys and
+  // observe_attention (so that the lists held at once are a chunk's).
   virtual void prepare_keys(const QueryRows&) {}
   // Writes into `keys` the positions (ascending, a subset of `candidates`: the positions this layer
   // holds up to q.pos) that the query attends to. Called from worker threads at once: const.

@@ -185,12 +185,13 @@ void PolicyStack::decide_kv(const LayerInput& in, const KvRows& kv, LayerRows& r
 void PolicyStack::after_attention(const AttentionRows& a) {
   if (key_selector(a.layer)) {
     if (LayerRecord* r = record(a.layer)) {
-      r->keys_attended.assign(n_tok_ * n_heads_, 0);
+      // A batch's rows may come in chunks (see ForwardPass::attend_listed): one record for them all.
+      if (r->keys_attended.empty()) r->keys_attended.assign(n_tok_ * n_heads_, 0);
       for (size_t i = 0; i < a.rows->size(); ++i)
         for (size_t h = 0; h < n_heads_; ++h)
           r->keys_attended[(*a.rows)[i] * n_heads_ + h] = static_cast<uint32_t>(a.keys_of(i, h).size());
       if (log_->key_lists) {
-        r->key_lists.assign(n_tok_ * n_heads_, {});
+        if (r->key_lists.empty()) r->key_lists.assign(n_tok_ * n_heads_, {});
         for (size_t i = 0; i < a.rows->size(); ++i)
           for (size_t h = 0; h < n_heads_; ++h) {
             const std::span<const uint32_t> keys = a.keys_of(i, h);

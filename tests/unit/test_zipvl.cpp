@@ -229,7 +229,8 @@ TEST(ZipVLPolicy, DensePrefillAblationOnlyEvicts) {
   EXPECT_EQ(std::vector<uint32_t>(a.begin(), a.end()), std::vector<uint32_t>(b.begin(), b.end()));
 }
 
-// Records, per layer of the last call, the batch rows that attended and each row's keys.
+// Records, per layer of the last batch, the batch rows that attended and each row's keys (a long
+// batch's rows come in chunks, each with the batch's pos0).
 class AttentionWatcher final : public Policy {
  public:
   AttentionWatcher() : Policy({"watch", {}}) {}
@@ -237,8 +238,12 @@ class AttentionWatcher final : public Policy {
   void observe_attention(const AttentionRows& a) override {
     rows.resize(std::max(rows.size(), a.layer + 1));
     keys.resize(rows.size());
-    rows[a.layer].clear();
-    keys[a.layer].clear();
+    batch_pos0.resize(rows.size(), SIZE_MAX);
+    if (batch_pos0[a.layer] != a.pos0) {
+      batch_pos0[a.layer] = a.pos0;
+      rows[a.layer].clear();
+      keys[a.layer].clear();
+    }
     for (size_t i = 0; i < a.rows->size(); ++i) {
       rows[a.layer].push_back(static_cast<uint32_t>(a.pos0 + (*a.rows)[i]));
       for (size_t h = 0; h < a.n_heads; ++h) {
@@ -249,6 +254,7 @@ class AttentionWatcher final : public Policy {
   }
   std::vector<std::vector<uint32_t>> rows;
   std::vector<std::vector<std::vector<uint32_t>>> keys;  // [layer][row * heads + head]
+  std::vector<size_t> batch_pos0;
 };
 
 // Attention streaming the held rows (attend(): slots 0..j read as one stream) gives the same
