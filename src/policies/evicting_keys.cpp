@@ -26,7 +26,7 @@ void EvictingKeys::bind(const Model& model) {
   heads_per_state_ = shared_ ? group_ : 1;
   n_states_ = model.config().n_heads / heads_per_state_;
   heads_.assign(size_t{model.config().n_layers} * n_states_, {});
-  n_seen_ = 0;
+  n_seen_ = evict_checked_ = 0;
 }
 
 void EvictingKeys::truncate(size_t n_past) {
@@ -34,7 +34,7 @@ void EvictingKeys::truncate(size_t n_past) {
            n_past, " of ", n_seen_, " positions");
   if (n_past == 0) {
     for (HeadState& s : heads_) s = {};
-    n_seen_ = 0;
+    n_seen_ = evict_checked_ = 0;
   }
 }
 
@@ -135,16 +135,30 @@ void EvictingKeys::observe_attention(const AttentionRows& a) {
     collect(heads_[a.layer * n_states_ + st], a.keys_of(0, st * heads_per_state_), state_probs(a, st));
 }
 
-void EvictingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t> candidates,
+void EvictingKeys::select_keys(const KeyQuery& q, std::span<const uint32_t>,
                                std::vector<uint32_t>& keys) const {
+  // step kept only positions the layer held then, and evictions come after the batch: the list
+  // is a subset of the candidates (up to a sliding window, which the attention applies).
   const size_t state = shared_ ? q.kv_head : q.head;
   const std::vector<uint32_t>& chosen = row_lists_[(q.pos - lists_pos0_) * n_states_ + state];
-  if (candidates.size() == q.pos + 1) {  // the layer holds every position up to the query's
-    keys.assign(chosen.begin(), chosen.end());
-    return;
+  keys.assign(chosen.begin(), chosen.end());
+}
+
+void EvictingKeys::evict(const KvCache& cache, Evictions& out) {
+  // The walk over every state's active set costs about what a few steps' selections do.
+  if (n_seen_ == 0 || n_seen_ < evict_checked_ + std::max<size_t>(64, n_seen_ / 8)) return;
+  evict_checked_ = n_seen_;
+  for (const uint32_t layer : budget_.layers()) {
+    active_somewhere_.assign(n_seen_, 0);
+    for (size_t st = 0; st < n_states_; ++st)
+      for (const uint32_t j : heads_[layer * n_states_ + st].active) active_somewhere_[j] = 1;
+    // Positions the states have not stepped over yet (a batch's rows that did not attend) stay.
+    const std::span<const uint32_t> held = cache.held(layer, cache.size() - 1);
+    std::vector<uint32_t> gone;
+    for (const uint32_t j : held)
+      if (j < n_seen_ && !active_somewhere_[j]) gone.push_back(j);
+    if (worth_evicting(gone.size(), held.size())) out.add(layer, std::move(gone));
   }
-  keys.clear();
-  std::ranges::set_intersection(chosen, candidates, std::back_inserter(keys));
 }
 
 }  // namespace ts

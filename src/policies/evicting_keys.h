@@ -5,8 +5,10 @@
 // step the new token joins, and while more than budget(pos) non-sink tokens are active the one
 // with the lowest importance is evicted for good, except the `recent` newest (protected because
 // they have had no chance to collect attention). The query then attends to the active set (sinks
-// included) and its attention probabilities update the importance. Evicted positions stay in the
-// KV cache (another head may still read them) but are never attended by this state's heads again.
+// included) and its attention probabilities update the importance. An evicted position is never
+// attended by this state's heads again; it leaves the layer's KV cache once no state of the layer
+// holds it (evict: after a batch, at most every 64 positions or an eighth of the sequence, and
+// when worth_evicting).
 //
 // A whole forward batch is simulated row by row in prepare_keys, so prefill and decode follow the
 // same per-step rule: within a batch each row's probabilities are computed there, before the next
@@ -35,8 +37,9 @@ class EvictingKeys : public Policy {
   void bind(const Model& model) override;
   bool selects_per_group() const override { return shared_; }
   std::vector<HookClaim> claims() const override {
-    if (!collects_observed_attention()) return {{Hook::SelectKeys, budget_.layers()}};
-    return {{Hook::SelectKeys, budget_.layers()}, {Hook::ObserveAttention, budget_.layers()}};
+    std::vector<HookClaim> claims{{Hook::SelectKeys, budget_.layers()}, {Hook::Evict, budget_.layers()}};
+    if (collects_observed_attention()) claims.push_back({Hook::ObserveAttention, budget_.layers()});
+    return claims;
   }
   // The eviction state of a step depends on all earlier steps: no call may start from a shared
   // prefix of another. A call may come in batches (each row steps on the state the rows before
@@ -49,6 +52,7 @@ class EvictingKeys : public Policy {
   void observe_attention(const AttentionRows& a) override;
   // Only a one-row batch reads the attention's probabilities (a longer one computes its own).
   bool wants_attention(size_t) const override { return collect_observed_; }
+  void evict(const KvCache& cache, Evictions& out) override;
 
  protected:
   struct HeadState {
@@ -87,6 +91,8 @@ class EvictingKeys : public Policy {
   size_t group_ = 1;
   size_t n_states_ = 0, heads_per_state_ = 1;     // eviction states per layer, query heads of each
   size_t n_seen_ = 0;                             // positions simulated so far
+  size_t evict_checked_ = 0;                      // n_seen_ at evict's last walk over the active sets
+  std::vector<uint8_t> active_somewhere_;         // evict: per position, whether some state holds it
   std::vector<HeadState> heads_;                  // [layer][state]
   std::vector<std::vector<uint32_t>> row_lists_;  // [row - the rows' first][state]
   size_t lists_pos0_ = 0;

@@ -142,6 +142,10 @@ struct AttentionRows {
   std::span<const float> probs_of(size_t i, size_t h) const { return probs[i * n_heads + h]; }
 };
 
+// Whether evicting `n` of a layer's `held` positions is worth it now: each eviction moves the
+// layer's kept rows down, so fewer than 64 positions, or than a quarter of those held, wait.
+inline bool worth_evicting(size_t n, size_t held) { return n >= 64 && n >= held / 4; }
+
 // evict's answer: positions each layer forgets.
 struct Evictions {
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> by_layer;

@@ -366,6 +366,68 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
   }
 }
 
+// H2O's and SnapKV's evictions (the positions no state of a layer holds leave its cache) change
+// nothing a query reads: the logits of a sequence whose batches end (and evict) are those of the
+// same batches never ended, bit for bit. After the prompt each sparse layer holds the union of its
+// states' active sets (the last row's key lists), unless too few positions were outside it to be
+// worth moving the rows.
+TEST(KeyPolicies, EvictingBaselinesDropWhatNoStateHolds) {
+  const Model& m = stories();
+  const ModelConfig& c = m.config();
+  const size_t n = 300, n_decode = 40;
+  const auto tokens = random_tokens(n + n_decode, 13);
+  ThreadPool pool(2);
+  ForwardPass pass(m, pool);
+  for (const char* spec : {"h2o:keep=0.3", "h2o:keep=0.3,shared=1", "snapkv:keep=0.3,window=8"}) {
+    const auto recorded = [&](KeyRecorder*& recorder) {
+      std::vector<std::unique_ptr<Policy>> v;
+      v.push_back(builtin_policies().create(spec));
+      auto r = std::make_unique<KeyRecorder>();
+      recorder = r.get();
+      v.push_back(std::move(r));
+      return std::make_unique<PolicyStack>(std::move(v), m);
+    };
+    KeyRecorder *recorder = nullptr, *unused = nullptr;
+    Sequence evicting(c, 512), kept(c, 512);
+    evicting.set_policies(recorded(recorder));
+    kept.set_policies(recorded(unused));
+    size_t evicted_layers = 0;
+    for (size_t at = 0; at < n + n_decode;) {  // the prompt in one batch, then a token at a time
+      const size_t len = at < n ? n : 1;
+      const auto batch = std::span<const int32_t>(tokens).subspan(at, len);
+      std::vector<float> a, b;
+      const SequenceStep step_a{&evicting, batch, 0}, step_b{&kept, batch, 0};
+      pass.run({&step_a, 1},
+               [&](size_t, size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
+      evicting.end_batch();
+      pass.run({&step_b, 1},
+               [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << spec << " at " << at;
+      if (at == 0) {
+        EXPECT_TRUE(evicting.cache().holds_all(0));  // not sparse
+        for (size_t layer = 1; layer < c.n_layers; ++layer) {
+          std::set<uint32_t> active;
+          for (size_t h = 0; h < c.n_heads; ++h)
+            for (const uint32_t j : recorder->keys.at({layer, n - 1, h})) active.insert(j);
+          const std::span<const uint32_t> held = evicting.cache().held(layer, n - 1);
+          if (held.size() == n) {
+            EXPECT_FALSE(worth_evicting(n - active.size(), n)) << spec << " layer " << layer;
+          } else {
+            ++evicted_layers;
+            EXPECT_EQ(std::vector<uint32_t>(held.begin(), held.end()),
+                      std::vector<uint32_t>(active.begin(), active.end()))
+                << spec << " layer " << layer;
+          }
+        }
+      }
+      at += len;
+    }
+    EXPECT_GT(evicted_layers, 0u) << spec;
+    EXPECT_TRUE(kept.cache().holds_all(1));
+  }
+}
+
 // StreamingLLM's evictions (the positions between the sinks and the next query's window leave the
 // cache) change nothing a query reads: the logits of a sequence whose batches end (and evict) are
 // those of the same batches never ended, bit for bit. The cache then holds the sinks and a run up to

@@ -40,7 +40,7 @@ void StreamingKeys::evict(const KvCache& cache, Evictions& out) {
   const size_t to = std::min(window_start(cache.size()), cache.size());
   if (to <= from) return;
   const size_t held = cache.size() - (from - sinks);
-  if (to - from < std::max<size_t>(kMinEviction, held / 4)) return;
+  if (!worth_evicting(to - from, held)) return;
   std::vector<uint32_t> gone(to - from);
   std::iota(gone.begin(), gone.end(), static_cast<uint32_t>(from));
   for (const uint32_t layer : budget_.layers()) out.add(layer, gone);

@@ -27,8 +27,7 @@ class StreamingKeys final : public Policy {
  private:
   std::optional<uint64_t> window_;
   KeyBudget budget_;
-  size_t evicted_to_ = 0;                     // positions [sinks, evicted_to_) have left every layer's cache
-  static constexpr size_t kMinEviction = 64;  // positions: fewer wait for the next batch
+  size_t evicted_to_ = 0;  // positions [sinks, evicted_to_) have left every layer's cache
 
   // The first recent position the query at pos reads (nondecreasing in pos).
   size_t window_start(size_t pos) const;
