@@ -31,7 +31,8 @@ KvCache::KvCache(size_t n_layers, size_t n_ctx, size_t kv_dim, size_t head_dim, 
       format_(format),
       all_positions_(n_ctx),
       partial_(n_layers, 0),
-      held_(n_layers) {
+      held_(n_layers),
+      slot_of_(n_layers) {
   std::iota(all_positions_.begin(), all_positions_.end(), 0u);
   if (!format.quantized()) {
     TS_CHECK(format.bits == 16, "KV cache: bits must be 16, 8, 4 or 2");
@@ -126,7 +127,7 @@ size_t KvCache::resident_bytes() const {
                  value_ranges_.resident_bytes() + key_block_ranges_.resident_bytes() + heap(static_key_) +
                  heap(static_value_) + heap(kind_) + heap(ring_k_) + heap(ring_v_) + heap(all_positions_);
   for (size_t l = 0; l < n_layers_; ++l) {
-    total += heap(held_[l]);
+    total += heap(held_[l]) + heap(slot_of_[l]);
     if (l < pinned_pos_.size())  // quantized formats only
       total += heap(pinned_pos_[l]) + heap(pinned_k_[l]) + heap(pinned_v_[l]);
   }
@@ -382,10 +383,13 @@ void KvCache::set_size(size_t n) {
   for (size_t l = 0; l < n_layers_; ++l) {
     if (!partial_[l]) continue;
     std::vector<uint32_t>& h = held_[l];
-    h.erase(std::lower_bound(h.begin(), h.end(), n), h.end());
+    const auto end = std::lower_bound(h.begin(), h.end(), n);
+    for (auto p = end; p != h.end(); ++p) slot_of_[l][*p] = kNoSlot;
+    h.erase(end, h.end());
     if (h.size() == n) {  // ascending, unique and below n: every position is back
       partial_[l] = 0;
       h.clear();
+      slot_of_[l] = {};
     }
   }
 }
@@ -400,57 +404,44 @@ std::span<const uint32_t> KvCache::held(size_t layer, size_t pos) const {
 void KvCache::list_held(size_t layer, size_t up_to) {
   partial_[layer] = 1;
   held_[layer].assign(all_positions_.begin(), all_positions_.begin() + static_cast<std::ptrdiff_t>(up_to));
+  slot_of_[layer].assign(n_ctx_, kNoSlot);
+  index_held(layer, 0);
   if (quantized()) return;
   const size_t layer_bytes = n_kv_heads() * head_stride() * sizeof(uint16_t);
   ts::use_small_pages(half_head(keys_, layer, 0), layer_bytes);
   ts::use_small_pages(half_head(values_, layer, 0), layer_bytes);
 }
 
-size_t KvCache::slot(size_t layer, size_t pos) const {
-  if (!partial_[layer]) return pos;
-  const std::vector<uint32_t>& h = held_[layer];
-  const auto at = std::lower_bound(h.begin(), h.end(), pos);
-  return at != h.end() && *at == pos ? static_cast<size_t>(at - h.begin()) : kNoSlot;
-}
+size_t KvCache::slot(size_t layer, size_t pos) const { return partial_[layer] ? slot_of_[layer][pos] : pos; }
 
-namespace {
-// p's entry in the held positions h, searched from `from` (the entry after the previous position's,
-// where a run of positions finds its next at once; a list out of order searches all of h), or
-// h.end() when p is not held.
-std::vector<uint32_t>::const_iterator find_held(const std::vector<uint32_t>& h,
-                                                std::vector<uint32_t>::const_iterator from, uint32_t p) {
-  if (from != h.end() && *from == p) return from;
-  if (from != h.begin() && from[-1] >= p) from = h.begin();
-  from = std::lower_bound(from, h.end(), p);
-  return from != h.end() && *from == p ? from : h.end();
+void KvCache::index_held(size_t layer, size_t from) {
+  const std::vector<uint32_t>& h = held_[layer];
+  for (size_t i = from; i < h.size(); ++i) slot_of_[layer][h[i]] = static_cast<uint32_t>(i);
 }
-}  // namespace
 
 std::span<const uint32_t> KvCache::slots(size_t layer, std::span<const uint32_t> positions,
                                          std::vector<uint32_t>& buffer) const {
   if (quantized() || !partial_[layer]) return positions;
-  const std::vector<uint32_t>& h = held_[layer];
+  const uint32_t* slot_of = slot_of_[layer].data();
   buffer.resize(positions.size());
-  auto from = h.begin();
+  bool missing = false;
   for (size_t i = 0; i < positions.size(); ++i) {
-    from = find_held(h, from, positions[i]);
-    TS_CHECK(from != h.end(), "KV cache: position ", positions[i], " is not held at layer ", layer);
-    buffer[i] = static_cast<uint32_t>(from - h.begin());
-    ++from;
+    buffer[i] = slot_of[positions[i]];
+    missing |= buffer[i] == kNoSlot;
   }
+  if (missing)
+    for (const uint32_t p : positions)
+      TS_CHECK(slot_of[p] != kNoSlot, "KV cache: position ", p, " is not held at layer ", layer);
   return buffer;
 }
 
 void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
   if (!partial_[layer]) return;
-  const std::vector<uint32_t>& h = held_[layer];
-  auto from = h.begin();
+  const uint32_t* slot_of = slot_of_[layer].data();
   size_t kept = 0;
-  for (const uint32_t p : positions) {
-    const auto at = find_held(h, from, p);
-    if (at == h.end()) continue;
-    from = at + 1;
-    positions[kept++] = p;
+  for (const uint32_t p : positions) {  // branch-free: whether a listed position is held is data
+    positions[kept] = p;
+    kept += slot_of[p] != kNoSlot;
   }
   positions.resize(kept);
 }
@@ -458,15 +449,23 @@ void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
 void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored) {
   if (!partial_[layer]) list_held(layer, pos0);
   std::vector<uint32_t>& h = held_[layer];
-  h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
+  const auto end = std::lower_bound(h.begin(), h.end(), pos0);
+  for (auto p = end; p != h.end(); ++p) slot_of_[layer][*p] = kNoSlot;
+  const size_t from = static_cast<size_t>(end - h.begin());
+  h.erase(end, h.end());
   h.insert(h.end(), stored.begin(), stored.end());
+  index_held(layer, from);
 }
 
 void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   if (!partial_[layer]) return;
   std::vector<uint32_t>& h = held_[layer];
-  h.erase(std::lower_bound(h.begin(), h.end(), pos0), h.end());
+  const auto end = std::lower_bound(h.begin(), h.end(), pos0);
+  for (auto p = end; p != h.end(); ++p) slot_of_[layer][*p] = kNoSlot;
+  const size_t from = static_cast<size_t>(end - h.begin());
+  h.erase(end, h.end());
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
+  index_held(layer, from);
 }
 
 void KvCache::use_small_pages(bool small) {
@@ -497,6 +496,8 @@ void KvCache::evict(size_t layer, std::span<const uint32_t> positions) {
       static_cast<size_t>(std::mismatch(kept.begin(), kept.end(), h.begin()).first - kept.begin());
   if (!quantized()) move_rows(layer, h, kept, unmoved);
   h.swap(kept);
+  for (const uint32_t p : gone) slot_of_[layer][p] = kNoSlot;
+  index_held(layer, unmoved);
 }
 
 void KvCache::move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,

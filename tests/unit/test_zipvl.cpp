@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -285,7 +286,8 @@ TEST(ZipVLPolicy, CompactedAttentionEqualsGatheredAttention) {
 // On a layer with holes the j-th held position's row is slot j, and reads by position find it,
 // after every change of the held set: a batch holding some of its rows, evictions before and inside
 // the rows held, decode appends, and a truncation whose positions are written again with other
-// values (no stale rows). The reference is a plain map from position to the row written there.
+// values (no stale rows); keep_held keeps exactly the held positions. The reference is a plain map from
+// position to the row written there.
 TEST(KvSlots, HeldRowsAreInSlotOrderAfterEveryChange) {
   constexpr size_t kLayers = 2, kCtx = 64, kDim = 12, kHead = 4;
   KvCache cache(kLayers, kCtx, kDim, kHead);
@@ -335,6 +337,10 @@ TEST(KvSlots, HeldRowsAreInSlotOrderAfterEveryChange) {
       std::vector<uint32_t> buffer;
       const auto slots = cache.slots(l, held, buffer);
       for (size_t i = 0; i < slots.size(); ++i) ASSERT_EQ(slots[i], i) << when << " layer " << l;
+      std::vector<uint32_t> every(cache.size());  // of all positions written, the held ones stay
+      std::iota(every.begin(), every.end(), 0u);
+      cache.keep_held(l, every);
+      ASSERT_EQ(every, std::vector<uint32_t>(held.begin(), held.end())) << when << " layer " << l;
     }
   };
   std::vector<uint32_t> some;
