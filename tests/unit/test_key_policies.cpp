@@ -366,6 +366,20 @@ TEST(KeyPolicies, H2OEvictsTheLeastAttendedAsReplayed) {
   }
 }
 
+// One batch on two sequences under the same policies, the first ending it (its policies evict)
+// and the second not: true when the logits are equal bit for bit.
+bool same_logits_with_evictions(ForwardPass& pass, Sequence& evicting, Sequence& kept,
+                                std::span<const int32_t> batch) {
+  std::vector<float> a, b;
+  const SequenceStep step_a{&evicting, batch, 0}, step_b{&kept, batch, 0};
+  pass.run({&step_a, 1},
+           [&](size_t, size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
+  evicting.end_batch();
+  pass.run({&step_b, 1},
+           [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // H2O's and SnapKV's evictions (the positions no state of a layer holds leave its cache) change
 // nothing a query reads: the logits of a sequence whose batches end (and evict) are those of the
 // same batches never ended, bit for bit. After the prompt each sparse layer holds the union of its
@@ -395,15 +409,7 @@ TEST(KeyPolicies, EvictingBaselinesDropWhatNoStateHolds) {
     for (size_t at = 0; at < n + n_decode;) {  // the prompt in one batch, then a token at a time
       const size_t len = at < n ? n : 1;
       const auto batch = std::span<const int32_t>(tokens).subspan(at, len);
-      std::vector<float> a, b;
-      const SequenceStep step_a{&evicting, batch, 0}, step_b{&kept, batch, 0};
-      pass.run({&step_a, 1},
-               [&](size_t, size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
-      evicting.end_batch();
-      pass.run({&step_b, 1},
-               [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
-      ASSERT_EQ(a.size(), b.size());
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << spec << " at " << at;
+      ASSERT_TRUE(same_logits_with_evictions(pass, evicting, kept, batch)) << spec << " at " << at;
       if (at == 0) {
         EXPECT_TRUE(evicting.cache().holds_all(0));  // not sparse
         for (size_t layer = 1; layer < c.n_layers; ++layer) {
@@ -455,15 +461,7 @@ TEST(KeyPolicies, StreamingEvictsOnlyWhatNoLaterQueryReads) {
     for (size_t at = 0; at < n;) {  // a prompt in batches of 64, then a token at a time
       const size_t len = at < 192 ? 64 : 1;
       const auto batch = std::span<const int32_t>(tokens).subspan(at, len);
-      std::vector<float> a, b;
-      const SequenceStep step_a{&evicting, batch, 0}, step_b{&kept, batch, 0};
-      pass.run({&step_a, 1},
-               [&](size_t, size_t, std::span<const float> l) { a.insert(a.end(), l.begin(), l.end()); });
-      evicting.end_batch();
-      pass.run({&step_b, 1},
-               [&](size_t, size_t, std::span<const float> l) { b.insert(b.end(), l.begin(), l.end()); });
-      ASSERT_EQ(a.size(), b.size());
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << cs.spec << " at " << at;
+      ASSERT_TRUE(same_logits_with_evictions(pass, evicting, kept, batch)) << cs.spec << " at " << at;
       at += len;
     }
     EXPECT_TRUE(evicting.cache().holds_all(0));
