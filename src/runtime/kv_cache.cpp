@@ -351,6 +351,17 @@ float KvCache::key_dot(size_t layer, size_t pos, size_t kvh, const float* q) con
   return ops().dot_f32(row.data(), q, head_dim_);
 }
 
+namespace {
+// Drops the held positions from `pos` on (ascending `held`) and their slots; returns how many stay.
+size_t forget_held_from(std::vector<uint32_t>& held, std::vector<uint32_t>& slot_of, size_t pos) {
+  const auto end = std::lower_bound(held.begin(), held.end(), pos);
+  for (auto p = end; p != held.end(); ++p) slot_of[*p] = UINT32_MAX;  // kNoSlot
+  const size_t kept = static_cast<size_t>(end - held.begin());
+  held.resize(kept);
+  return kept;
+}
+}  // namespace
+
 void KvCache::set_size(size_t n) {
   if (quantized() && n < n_used_) {
     for (size_t l = 0; l < n_layers_; ++l) {
@@ -383,9 +394,7 @@ void KvCache::set_size(size_t n) {
   for (size_t l = 0; l < n_layers_; ++l) {
     if (!partial_[l]) continue;
     std::vector<uint32_t>& h = held_[l];
-    const auto end = std::lower_bound(h.begin(), h.end(), n);
-    for (auto p = end; p != h.end(); ++p) slot_of_[l][*p] = kNoSlot;
-    h.erase(end, h.end());
+    forget_held_from(h, slot_of_[l], n);
     if (h.size() == n) {  // ascending, unique and below n: every position is back
       partial_[l] = 0;
       h.clear();
@@ -449,10 +458,7 @@ void KvCache::keep_held(size_t layer, std::vector<uint32_t>& positions) const {
 void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> stored) {
   if (!partial_[layer]) list_held(layer, pos0);
   std::vector<uint32_t>& h = held_[layer];
-  const auto end = std::lower_bound(h.begin(), h.end(), pos0);
-  for (auto p = end; p != h.end(); ++p) slot_of_[layer][*p] = kNoSlot;
-  const size_t from = static_cast<size_t>(end - h.begin());
-  h.erase(end, h.end());
+  const size_t from = forget_held_from(h, slot_of_[layer], pos0);
   h.insert(h.end(), stored.begin(), stored.end());
   index_held(layer, from);
 }
@@ -460,10 +466,7 @@ void KvCache::hold_only(size_t layer, size_t pos0, std::span<const uint32_t> sto
 void KvCache::hold_all(size_t layer, size_t pos0, size_t n_tok) {
   if (!partial_[layer]) return;
   std::vector<uint32_t>& h = held_[layer];
-  const auto end = std::lower_bound(h.begin(), h.end(), pos0);
-  for (auto p = end; p != h.end(); ++p) slot_of_[layer][*p] = kNoSlot;
-  const size_t from = static_cast<size_t>(end - h.begin());
-  h.erase(end, h.end());
+  const size_t from = forget_held_from(h, slot_of_[layer], pos0);
   for (size_t p = pos0; p < pos0 + n_tok; ++p) h.push_back(static_cast<uint32_t>(p));
   index_held(layer, from);
 }
