@@ -22,8 +22,10 @@ constexpr size_t kQueryTile = 8;
 // which for every row at once would be the largest scratch of the call (SmolLM2 at 8192: 38 MB).
 constexpr size_t kAttendRows = 512;
 // Rows per pass of attend_listed (see there): enough (token, KV head) streams to keep the threads
-// busy with whole lists, few enough that the lists of one pass stay small.
-constexpr size_t kListedRows = 64;
+// busy with whole lists (at least kMinListedRows), few enough that the lists of one pass, and the
+// attention probabilities an observer reads, stay within kListedBytes (at most kListedRows).
+constexpr size_t kListedRows = 64, kMinListedRows = 8;
+constexpr size_t kListedBytes = size_t{8} << 20;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -256,7 +258,10 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
 // policy's cache saves.
 void ForwardPass::attend_listed(Slice& s, size_t layer) {
   const RowSet& rows = s.rows.attn;
-  const size_t n_chunks = ceil_div(rows.size(), kListedRows), per_chunk = ceil_div(rows.size(), n_chunks);
+  // A row's lists: a key position (and a probability) per position it may attend, per query head.
+  const size_t row_bytes = model_.config().n_heads * (s.pos0 + s.n_tok) * (sizeof(uint32_t) + sizeof(float));
+  const size_t max_rows = std::clamp(kListedBytes / row_bytes, kMinListedRows, kListedRows);
+  const size_t n_chunks = ceil_div(rows.size(), max_rows), per_chunk = ceil_div(rows.size(), n_chunks);
   if (n_chunks == 1) return attend_listed_rows(s, layer, rows, 0);
   std::vector<uint32_t> chunk;
   for (size_t first = 0; first < rows.size(); first += per_chunk) {

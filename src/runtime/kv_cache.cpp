@@ -351,16 +351,13 @@ float KvCache::key_dot(size_t layer, size_t pos, size_t kvh, const float* q) con
   return ops().dot_f32(row.data(), q, head_dim_);
 }
 
-namespace {
-// Drops the held positions from `pos` on (ascending `held`) and their slots; returns how many stay.
-size_t forget_held_from(std::vector<uint32_t>& held, std::vector<uint32_t>& slot_of, size_t pos) {
+size_t KvCache::forget_held_from(std::vector<uint32_t>& held, std::vector<uint32_t>& slot_of, size_t pos) {
   const auto end = std::lower_bound(held.begin(), held.end(), pos);
-  for (auto p = end; p != held.end(); ++p) slot_of[*p] = UINT32_MAX;  // kNoSlot
+  for (auto p = end; p != held.end(); ++p) slot_of[*p] = kNoSlot;
   const size_t kept = static_cast<size_t>(end - held.begin());
   held.resize(kept);
   return kept;
 }
-}  // namespace
 
 void KvCache::set_size(size_t n) {
   if (quantized() && n < n_used_) {

@@ -200,6 +200,8 @@ class KvCache {
   void list_held(size_t layer, size_t up_to);  // a layer gets its first hole
   static constexpr uint32_t kNoSlot = UINT32_MAX;
   size_t slot(size_t layer, size_t pos) const;  // F16: the row of a held position, else kNoSlot
+  // Drops the held positions from `pos` on (ascending `held`) and their slots; returns how many stay.
+  static size_t forget_held_from(std::vector<uint32_t>& held, std::vector<uint32_t>& slot_of, size_t pos);
   // F16, after an eviction: the kept rows move down to their new slots (the first `unmoved` are
   // in place) and the rows freed at the end go back to the system.
   void move_rows(size_t layer, std::span<const uint32_t> before, std::span<const uint32_t> kept,
