@@ -158,8 +158,9 @@ void ForwardPass::attend_tiles(Slice& s, size_t layer, AttentionParts& p, const 
   const ModelConfig& c = model_.config();
   const size_t d = c.q_dim, hd = c.head_dim, pos0 = s.pos0;
   const KvCache& cache = s.cache();
-  const float* q_rows = &q_[s.q0 * d];
-  float* out = &attn_out_[s.attn0 * d];
+  // Each row's output over its own query (see attention_block), once every read of it is done.
+  float* out = &q_[s.q0 * d];
+  const float* q_rows = out;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   const RowSet& rows = s.rows.attn;
@@ -278,8 +279,8 @@ void ForwardPass::attend_listed_rows(Slice& s, size_t layer, const RowSet& rows,
   const size_t d = c.q_dim, hd = c.head_dim, n_heads = c.n_heads, pos0 = s.pos0;
   KvCache& cache = s.cache();
   PolicyStack* policies = s.policies();
-  const float* q_rows = &q_[(s.q0 + first) * d];
-  float* out = &attn_out_[(s.attn0 + first) * d];
+  float* out = &q_[(s.q0 + first) * d];  // over the queries, as attend_tiles'
+  const float* q_rows = out;
   const size_t group = c.n_heads / c.n_kv_heads;
   const SimdOps& k = ops();
   AttentionParts& parts = parts_[0];

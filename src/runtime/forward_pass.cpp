@@ -36,7 +36,6 @@ void ForwardPass::resize_scratch(size_t n_tok) {
   q_.resize(n_tok * c.q_dim);
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
-  attn_out_.resize(n_tok * c.q_dim);
   gate_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
   up_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
   rope_cos_.resize(c.ropes.size());
@@ -155,6 +154,7 @@ ForwardPass::Gathered ForwardPass::gather(const float* src, size_t width, RowSet
     s.*first = n;
     n += (s.rows.*set).size();
   }
+  if (n == 0) return {nullptr, 0};  // (a slice not taken would otherwise gather its rows for nothing)
   if (slices_.size() == 1) return {(slices_[0].rows.*set).gather(src, width, xg_), n};
   xg_.resize(std::max(xg_.size(), n * width));
   for (const Slice& s : slices_)
@@ -232,7 +232,19 @@ void ForwardPass::attention_block(size_t layer) {
       for (size_t i = b; i < e; ++i) attend(*side_by_side_[i], layer, parts_[static_cast<size_t>(t)], true);
     });
   if (n_attn == 0) return;
-  matmul(L.wo, attn_out_.data(), n_attn, xn_.data(), pool_, precision_);
+  // Each row's attention output lies over its query in q_ (a row's last read of its query comes
+  // before its output is written, so no buffer of the batch's size holds the outputs). O takes
+  // them from there when every slice's rows start where O's input has them (one slice always),
+  // else gathered in order into xg_ (batches of several sequences).
+  const bool in_place = std::all_of(slices_.begin(), slices_.end(),
+                                    [](const Slice& s) { return s.q0 == s.attn0 || s.rows.attn.empty(); });
+  const float* o_in = q_.data();
+  if (!in_place) {
+    xg_.resize(std::max(xg_.size(), n_attn * qd));
+    for (const Slice& s : slices_) std::copy_n(&q_[s.q0 * qd], s.rows.attn.size() * qd, &xg_[s.attn0 * qd]);
+    o_in = xg_.data();
+  }
+  matmul(L.wo, o_in, n_attn, xn_.data(), pool_, precision_);
   if (!L.post_attn_norm.empty()) rms_norm_rows(xn_.data(), L.post_attn_norm, xn_.data(), n_attn);
   for (const Slice& s : slices_)
     if (!s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);

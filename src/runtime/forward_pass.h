@@ -53,7 +53,7 @@ class ForwardPass {
     size_t row0, n_tok, pos0, first_logit_row;
     LayerRows rows;
     std::vector<KvStorage> kv_storage;  // per rows.kv row, as the policies chose
-    size_t kv0, q0, attn0, ffn0;        // first row in k_/v_, q_, attn_out_, the FFN's products
+    size_t kv0, q0, attn0, ffn0;        // first row in k_/v_, q_, O's input (in q_), the FFN's products
     bool skips, skip_reads_q, kv_decided;
     bool fused_qkv;  // Q of the kv rows projected with K and V
     bool late_q;     // Q of the attending rows projected after the policies decided on K/V
@@ -115,9 +115,9 @@ class ForwardPass {
   std::vector<Slice> slices_;
 
   // Activations of the current batch, row-major [token][feature], the slices' rows side by side.
-  // Steps on a token subset use compact rows of q_, k_, v_, attn_out_, gate_, up_, xn_; xg_ holds
+  // Steps on a token subset use compact rows of q_, k_, v_, gate_, up_, xn_; xg_ holds
   // gathered inputs, sized when a gather needs it (a whole prompt's call rarely gathers all rows).
-  std::vector<float> x_, xn_, xg_, q_, k_, v_, attn_out_, gate_, up_, logits_;
+  std::vector<float> x_, xn_, xg_, q_, k_, v_, gate_, up_, logits_;
   std::vector<std::vector<float>> rope_cos_,
       rope_sin_;  // per RoPE of the model: rope_tables() of each batch row
   std::vector<uint32_t> stored_positions_;

@@ -12,6 +12,8 @@ namespace ts {
 namespace {
 // Probe queries per matrix product: bounds the score buffer at long contexts (exact mode).
 constexpr size_t kProbeBlock = 64;
+// Probes whose scores are held at once (run_item).
+constexpr size_t kScoreProbes = 8;
 }  // namespace
 
 std::vector<uint32_t> probe_rows(size_t n, size_t n_probes, uint64_t seed, size_t layer) {
@@ -57,23 +59,30 @@ ColumnScores probe_attention(const KvRows& kv, const std::vector<uint32_t>& prob
   std::vector<std::vector<double>> sums(std::min(kWave, n_items));
   const auto run_item = [&](size_t item, Scratch& t, std::vector<double>& sum) {
     const size_t kvh = item / n_blocks, b = item % n_blocks * kProbeBlock;
-    const size_t nb = std::min(kProbeBlock, probes.size() - b), n_q = nb * group;
+    const size_t nb = std::min(kProbeBlock, probes.size() - b);
     const size_t n_keys = probes[b + nb - 1] + 1;  // no probe of the block sees further
     t.keys.resize(n_keys * hd);
-    t.queries.resize(n_q * hd);
-    t.scores.resize(n_q * n_keys);
     for (size_t j = 0; j < n_keys; ++j) std::copy_n(kv.keys + j * kv.kv_dim + kvh * hd, hd, &t.keys[j * hd]);
-    for (size_t p = 0; p < nb; ++p)
-      std::copy_n(kv.queries + probes[b + p] * q_stride + kvh * group * hd, group * hd,
-                  &t.queries[p * group * hd]);
-    k.gemm_f32(t.keys.data(), n_keys, t.queries.data(), hd, n_q, hd, t.scores.data(), n_keys);
     sum.assign(n_keys, 0.0);
-    for (size_t r = 0; r < n_q; ++r) {
-      const size_t seen = probes[b + r / group] + 1;
-      float* s = &t.scores[r * n_keys];
-      for (size_t j = 0; j < seen; ++j) s[j] *= scale;
-      k.softmax(s, seen);
-      for (size_t j = 0; j < seen; ++j) sum[j] += s[j];
+    // The scores of kScoreProbes probes at a time: a whole block's would be 64 x group x n_keys
+    // floats (59 MB a thread on Qwen 0.5B at 32K). Each score is the same dot product either way,
+    // and the rows add to the sums in the block's order.
+    for (size_t p0 = 0; p0 < nb; p0 += kScoreProbes) {
+      const size_t np = std::min(kScoreProbes, nb - p0), n_q = np * group;
+      const size_t seen_max = probes[b + p0 + np - 1] + 1;
+      t.queries.resize(n_q * hd);
+      t.scores.resize(n_q * seen_max);
+      for (size_t p = 0; p < np; ++p)
+        std::copy_n(kv.queries + probes[b + p0 + p] * q_stride + kvh * group * hd, group * hd,
+                    &t.queries[p * group * hd]);
+      k.gemm_f32(t.keys.data(), seen_max, t.queries.data(), hd, n_q, hd, t.scores.data(), seen_max);
+      for (size_t r = 0; r < n_q; ++r) {
+        const size_t seen = probes[b + p0 + r / group] + 1;
+        float* s = &t.scores[r * seen_max];
+        for (size_t j = 0; j < seen; ++j) s[j] *= scale;
+        k.softmax(s, seen);
+        for (size_t j = 0; j < seen; ++j) sum[j] += s[j];
+      }
     }
   };
   for (size_t w0 = 0; w0 < n_items; w0 += kWave) {
