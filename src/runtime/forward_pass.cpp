@@ -19,9 +19,10 @@ void add_in_place(float* x, const float* y, size_t n) {
 void add_bias(float* x, const std::vector<float>& bias, size_t n_rows) {
   for (size_t r = 0; r < n_rows; ++r) add_in_place(x + r * bias.size(), bias.data(), bias.size());
 }
-// FFN rows per pass: a call ranked whole (thousands of tokens) would otherwise hold two n_ff-wide
-// buffers per token, the largest scratch there is (SmolLM2 at 8192 tokens: 100 MB).
-constexpr size_t kFfnRows = 512;
+// Rows per pass of the row-wise stages (the norms, O, the FFN): a call ranked whole (thousands of
+// tokens) would otherwise hold buffers of its length, the FFN's two n_ff-wide ones the largest
+// (SmolLM2 at 8192 tokens: 100 MB).
+constexpr size_t kPassRows = 512;
 }  // namespace
 
 ForwardPass::ForwardPass(const Model& model, ThreadPool& pool, MatmulPrecision precision)
@@ -32,12 +33,12 @@ void ForwardPass::resize_scratch(size_t n_tok) {
   const ModelConfig& c = model_.config();
   const size_t d = c.n_embd, kv = c.kv_dim();
   x_.resize(n_tok * d);
-  xn_.resize(n_tok * d);
+  xn_.resize(std::max(xn_.size(), std::min(n_tok, kPassRows) * d));  // whole norms: grown by run()
   q_.resize(n_tok * c.q_dim);
   k_.resize(n_tok * kv);
   v_.resize(n_tok * kv);
-  gate_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
-  up_.resize(std::min(n_tok, kFfnRows) * c.n_ff);
+  gate_.resize(std::min(n_tok, kPassRows) * c.n_ff);
+  up_.resize(std::min(n_tok, kPassRows) * c.n_ff);
   rope_cos_.resize(c.ropes.size());
   rope_sin_.resize(c.ropes.size());
   for (size_t r = 0; r < c.ropes.size(); ++r) {
@@ -94,8 +95,13 @@ void ForwardPass::run(std::span<const SequenceStep> steps, const LogitsSink& on_
     s.cache().begin_batch(s.pos0, s.n_tok);
   }
 
+  // A policy reading the attention-input norms gets every row's; else they are made pass by pass.
+  whole_norms_ = std::any_of(slices_.begin(), slices_.end(), [](const Slice& s) {
+    return s.policies() && s.policies()->reads_normed_input();
+  });
+  if (whole_norms_) xn_.resize(std::max(xn_.size(), n_rows * d));
   for (size_t l = 0; l < c.n_layers; ++l) {
-    rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n_rows);  // K/V need every row
+    if (whole_norms_) rms_norm_rows(x_.data(), model_.layers()[l].attn_norm, xn_.data(), n_rows);
     for (Slice& s : slices_) plan_layer(s, l);  // s.rows: which tokens run which step
     attention_block(l);  // x += O(attention) for each slice's rows.attn; K/V of rows.kv cached
     ffn_block(l);        // x += FFN(RMSNorm(x)) for rows.ffn
@@ -135,7 +141,7 @@ void ForwardPass::output_logits(const LogitsSink& on_logits) {
 
 LayerInput ForwardPass::layer_input(const Slice& s, size_t layer) const {
   const size_t d = model_.config().n_embd;
-  return {layer, s.pos0, s.n_tok, d, &x_[s.row0 * d], &xn_[s.row0 * d]};
+  return {layer, s.pos0, s.n_tok, d, &x_[s.row0 * d], whole_norms_ ? &xn_[s.row0 * d] : nullptr};
 }
 
 void ForwardPass::plan_layer(Slice& s, size_t layer) {
@@ -162,10 +168,52 @@ ForwardPass::Gathered ForwardPass::gather(const float* src, size_t width, RowSet
   return {xg_.data(), n};
 }
 
+void ForwardPass::compact_rows(RowSet LayerRows::*set, size_t Slice::*first, bool Slice::*take) {
+  pass_rows_.clear();
+  for (Slice& s : slices_) {
+    if (take && !(s.*take)) continue;
+    s.*first = pass_rows_.size();
+    const RowSet& rows = s.rows.*set;
+    for (size_t i = 0; i < rows.size(); ++i) pass_rows_.push_back(static_cast<uint32_t>(s.row0 + rows[i]));
+  }
+}
+
+void ForwardPass::normed_passes(const std::vector<float>& weight,
+                                const std::function<void(size_t, size_t)>& fn) {
+  const ModelConfig& c = model_.config();
+  const SimdOps& k = ops();
+  for (size_t first = 0; first < pass_rows_.size(); first += kPassRows) {
+    const size_t n = std::min(kPassRows, pass_rows_.size() - first);
+    pool_.parallel_for(n, [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i)
+        k.rms_norm(&x_[pass_rows_[first + i] * c.n_embd], weight.data(), &xn_[i * c.n_embd], c.n_embd,
+                   c.rms_eps);
+    });
+    fn(first, n);
+  }
+}
+
+void ForwardPass::add_pass(size_t first, size_t n) {
+  const size_t d = model_.config().n_embd;
+  for (size_t i = 0; i < n; ++i) add_in_place(&x_[pass_rows_[first + i] * d], &xn_[i * d], d);
+}
+
+void ForwardPass::for_attention_inputs(size_t layer, RowSet LayerRows::*set, size_t Slice::*first,
+                                       bool Slice::*take,
+                                       const std::function<void(size_t, size_t, const float*)>& fn) {
+  if (whole_norms_) {
+    const Gathered x = gather(xn_.data(), model_.config().n_embd, set, first, take);
+    if (x.n > 0) fn(0, x.n, x.rows);
+    return;
+  }
+  compact_rows(set, first, take);
+  normed_passes(model_.layers()[layer].attn_norm, [&](size_t at, size_t n) { fn(at, n, xn_.data()); });
+}
+
 void ForwardPass::attention_block(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, qd = c.q_dim;
+  const size_t qd = c.q_dim;
   for (Slice& s : slices_) {
     PolicyStack* p = s.policies();
     s.skips = p && p->skips_attention(layer);
@@ -197,7 +245,7 @@ void ForwardPass::attention_block(size_t layer) {
   }
   project_late_queries(layer);
 
-  // Attention of each slice's rows.attn, then O of all of them in one product. Slices whose
+  // Attention of each slice's rows.attn, then O of all of them in passes of rows. Slices whose
   // attention is too small to share out (decode over a short cache) attend side by side, one
   // thread each; the others one after another, each over all threads. Either way a slice's work
   // items and their sums are the same, so its result is too.
@@ -244,10 +292,13 @@ void ForwardPass::attention_block(size_t layer) {
     for (const Slice& s : slices_) std::copy_n(&q_[s.q0 * qd], s.rows.attn.size() * qd, &xg_[s.attn0 * qd]);
     o_in = xg_.data();
   }
-  matmul(L.wo, o_in, n_attn, xn_.data(), pool_, precision_);
-  if (!L.post_attn_norm.empty()) rms_norm_rows(xn_.data(), L.post_attn_norm, xn_.data(), n_attn);
-  for (const Slice& s : slices_)
-    if (!s.rows.attn.empty()) s.rows.attn.add_to(&xn_[s.attn0 * d], d, &x_[s.row0 * d]);
+  compact_rows(&LayerRows::attn, &Slice::attn0);
+  for (size_t first = 0; first < n_attn; first += kPassRows) {
+    const size_t n = std::min(kPassRows, n_attn - first);
+    matmul(L.wo, o_in + first * qd, n, xn_.data(), pool_, precision_);
+    if (!L.post_attn_norm.empty()) rms_norm_rows(xn_.data(), L.post_attn_norm, xn_.data(), n);
+    add_pass(first, n);
+  }
 }
 
 // K and V of every slice's kv rows in one product, with Q of the fused slices' rows: in the same
@@ -255,22 +306,28 @@ void ForwardPass::attention_block(size_t layer) {
 void ForwardPass::project_kv(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, qd = c.q_dim, kv = c.kv_dim();
+  const size_t qd = c.q_dim, kv = c.kv_dim();
   const bool all_fused = std::all_of(slices_.begin(), slices_.end(),
                                      [](const Slice& s) { return s.fused_qkv || s.rows.idle(); });
-  if (!all_fused) {
-    const Gathered x_q = gather(xn_.data(), d, &LayerRows::kv, &Slice::q0, &Slice::fused_qkv);
-    if (x_q.n > 0) matmul(L.wq, x_q.rows, x_q.n, q_.data(), pool_, precision_);
-  }
-  const Gathered x_kv = gather(xn_.data(), d, &LayerRows::kv, &Slice::kv0);
-  if (x_kv.n == 0) return;
-  if (all_fused) {
+  if (!all_fused)
+    for_attention_inputs(layer, &LayerRows::kv, &Slice::q0, &Slice::fused_qkv,
+                         [&](size_t first, size_t n, const float* x) {
+                           matmul(L.wq, x, n, &q_[first * qd], pool_, precision_);
+                         });
+  size_t n_kv = 0;
+  for_attention_inputs(layer, &LayerRows::kv, &Slice::kv0, nullptr,
+                       [&](size_t first, size_t n, const float* x) {
+                         float *q = &q_[first * qd], *k = &k_[first * kv], *v = &v_[first * kv];
+                         if (all_fused) {
+                           matmul_many({{&L.wq, q}, {&L.wk, k}, {&L.wv, v}}, x, n, pool_, precision_);
+                         } else {
+                           matmul_many({{&L.wk, k}, {&L.wv, v}}, x, n, pool_, precision_);
+                         }
+                         n_kv += n;
+                       });
+  if (n_kv == 0) return;
+  if (all_fused)
     for (Slice& s : slices_) s.q0 = s.kv0;
-    matmul_many({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv.rows, x_kv.n, pool_,
-                precision_);
-  } else {
-    matmul_many({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, x_kv.rows, x_kv.n, pool_, precision_);
-  }
   if (!c.traits.qkv_bias) return;
   for (const Slice& s : slices_) {
     if (s.fused_qkv) add_bias(&q_[s.q0 * qd], L.bq, s.rows.kv.size());
@@ -284,14 +341,18 @@ void ForwardPass::project_kv(size_t layer) {
 void ForwardPass::project_late_queries(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd, qd = c.q_dim;
+  const size_t qd = c.q_dim;
   size_t q_end = 0;
   for (const Slice& s : slices_)
     if (s.fused_qkv) q_end = std::max(q_end, s.q0 + s.rows.kv.size());
   for (Slice& s : slices_) s.late_q = !s.fused_qkv && !s.rows.attn.empty();
-  const Gathered x_q = gather(xn_.data(), d, &LayerRows::attn, &Slice::q0, &Slice::late_q);
-  if (x_q.n == 0) return;
-  matmul(L.wq, x_q.rows, x_q.n, &q_[q_end * qd], pool_, precision_);
+  size_t n_late = 0;
+  for_attention_inputs(layer, &LayerRows::attn, &Slice::q0, &Slice::late_q,
+                       [&](size_t first, size_t n, const float* x) {
+                         matmul(L.wq, x, n, &q_[(q_end + first) * qd], pool_, precision_);
+                         n_late += n;
+                       });
+  if (n_late == 0) return;
   for (Slice& s : slices_) {
     if (!s.late_q) continue;
     s.q0 += q_end;
@@ -303,26 +364,19 @@ void ForwardPass::project_late_queries(size_t layer) {
 void ForwardPass::ffn_block(size_t layer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layers()[layer];
-  const size_t d = c.n_embd;
-  const Gathered x = gather(x_.data(), d, &LayerRows::ffn, &Slice::ffn0);
-  const size_t m = x.n;
-  if (m == 0) return;
-  const SimdOps& k = ops();
-  rms_norm_rows(x.rows, L.ffn_norm, xn_.data(), m);
-  const auto activation = c.traits.ffn == FfnActivation::GeluTanh ? k.gelu_mul : k.silu_mul;
-  for (size_t r0 = 0; r0 < m; r0 += kFfnRows) {
-    const size_t n = std::min(kFfnRows, m - r0);
-    float* rows = &xn_[r0 * d];  // each chunk's output overwrites its own, consumed, inputs
+  const auto activation = c.traits.ffn == FfnActivation::GeluTanh ? ops().gelu_mul : ops().silu_mul;
+  compact_rows(&LayerRows::ffn, &Slice::ffn0);
+  normed_passes(L.ffn_norm, [&](size_t first, size_t n) {
+    float* rows = xn_.data();  // the pass's output overwrites its own, consumed, inputs
     matmul_many({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, rows, n, pool_, precision_);
     pool_.parallel_for(n, [&](size_t b, size_t e, int) {
       // Row by row: results must not depend on how tokens are split across threads.
       for (size_t t = b; t < e; ++t) activation(&gate_[t * c.n_ff], &up_[t * c.n_ff], c.n_ff);
     });
     matmul(L.w_down, gate_.data(), n, rows, pool_, precision_);
-  }
-  if (!L.post_ffn_norm.empty()) rms_norm_rows(xn_.data(), L.post_ffn_norm, xn_.data(), m);
-  for (const Slice& s : slices_)
-    if (!s.rows.ffn.empty()) s.rows.ffn.add_to(&xn_[s.ffn0 * d], d, &x_[s.row0 * d]);
+    if (!L.post_ffn_norm.empty()) rms_norm_rows(rows, L.post_ffn_norm, rows, n);
+    add_pass(first, n);
+  });
 }
 
 void ForwardPass::rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows) {

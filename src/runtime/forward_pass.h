@@ -76,6 +76,19 @@ class ForwardPass {
   };
   Gathered gather(const float* src, size_t width, RowSet LayerRows::*set, size_t Slice::*first,
                   bool Slice::*take = nullptr);
+  // pass_rows_: the batch rows of `set` of every slice (or those with `take`) in compact order,
+  // each slice's offset written to `first`.
+  void compact_rows(RowSet LayerRows::*set, size_t Slice::*first, bool Slice::*take = nullptr);
+  // Passes of at most kPassRows of pass_rows_: RMSNorm(weight) of each pass's rows of x_ into xn_'s
+  // first rows, then fn(first compact row, n).
+  void normed_passes(const std::vector<float>& weight, const std::function<void(size_t, size_t)>& fn);
+  // x_ row pass_rows_[first + i] += xn_ row i, for i < n.
+  void add_pass(size_t first, size_t n);
+  // The inputs of a projection: the attention-input norms of `set`'s rows (gather's arguments),
+  // handed to fn(first compact row, n, rows): at once from xn_ when it holds every row's, else
+  // pass by pass.
+  void for_attention_inputs(size_t layer, RowSet LayerRows::*set, size_t Slice::*first, bool Slice::*take,
+                            const std::function<void(size_t, size_t, const float*)>& fn);
   void rms_norm_rows(const float* x, const std::vector<float>& weight, float* y, size_t n_rows);
   enum class Heads { Queries, Keys };
   void position_row(float* x, size_t batch_row, size_t layer, Heads heads) const;
@@ -115,9 +128,13 @@ class ForwardPass {
   std::vector<Slice> slices_;
 
   // Activations of the current batch, row-major [token][feature], the slices' rows side by side.
-  // Steps on a token subset use compact rows of q_, k_, v_, gate_, up_, xn_; xg_ holds
-  // gathered inputs, sized when a gather needs it (a whole prompt's call rarely gathers all rows).
+  // Steps on a token subset use compact rows of q_, k_, v_; xg_ holds gathered inputs, sized when
+  // a gather needs it (a whole prompt's call rarely gathers all rows). xn_, gate_ and up_ hold a
+  // pass of rows (normed inputs, O's and the FFN's products), or every row's attention-input norms
+  // while whole_norms_.
   std::vector<float> x_, xn_, xg_, q_, k_, v_, gate_, up_, logits_;
+  bool whole_norms_ = true;          // the current layer keeps every row's attention-input norm in xn_
+  std::vector<uint32_t> pass_rows_;  // compact_rows
   std::vector<std::vector<float>> rope_cos_,
       rope_sin_;  // per RoPE of the model: rope_tables() of each batch row
   std::vector<uint32_t> stored_positions_;

@@ -66,7 +66,9 @@ struct LayerInput {
   size_t n_tok = 0;
   size_t dim = 0;
   const float* residual = nullptr;  // [n_tok][dim] h: the layer's input, the residual stream
-  const float* normed = nullptr;    // [n_tok][dim] RMSNorm_attn(h), gain included: the input of Q, K, V
+  // [n_tok][dim] RMSNorm_attn(h), gain included: the input of Q, K, V. nullptr when no policy of
+  // the stack reads it (Policy::reads_normed_input).
+  const float* normed = nullptr;
 
   std::span<const float> residual_row(size_t t) const { return {residual + t * dim, dim}; }
   std::span<const float> normed_row(size_t t) const { return {normed + t * dim, dim}; }
@@ -172,6 +174,10 @@ class Policy {
   // True when a token's decision depends on the other tokens of the same call (OrthoRank ranks
   // the whole prompt): the forward pass then runs each call as one batch.
   virtual bool ranks_whole_calls() const { return false; }
+  // Whether a hook reads LayerInput::normed (OrthoRank's scores, TokenButler's predictor). The
+  // forward pass then keeps every row's attention-input norm through the layer; without such a
+  // policy it norms rows pass by pass, so that a call ranked whole holds no prompt-sized copy.
+  virtual bool reads_normed_input() const { return true; }
   // The longest prefix, at most n positions, that the policy's state can be truncated to exactly:
   // a call reusing another's cached prefix starts there and recomputes the rest. 0 when the state
   // cannot be rewound at all (an eviction simulation; a policy ranking whole calls cannot resume

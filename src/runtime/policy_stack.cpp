@@ -55,6 +55,7 @@ PolicyStack::PolicyStack(std::vector<std::unique_ptr<Policy>> policies, const Mo
         evictors_.push_back(p.get());
     }
     ranks_whole_calls_ = ranks_whole_calls_ || p->ranks_whole_calls();
+    reads_normed_input_ = reads_normed_input_ || p->reads_normed_input();
     if (const std::optional<KvFormat> f = p->kv_format()) {
       TS_CHECK(!kv_format_, "policy ", p->describe(), ": another policy already sets the KV cache format");
       kv_format_ = f;

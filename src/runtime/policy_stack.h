@@ -28,6 +28,7 @@ class PolicyStack {
 
   const std::vector<std::unique_ptr<Policy>>& policies() const { return policies_; }
   bool ranks_whole_calls() const { return ranks_whole_calls_; }
+  bool reads_normed_input() const { return reads_normed_input_; }
   // The longest prefix, at most n, that every policy can be truncated to (Policy::rewind_point).
   size_t rewind_point(size_t n) const;
   const StepCounts& counts() const { return counts_; }
@@ -86,6 +87,7 @@ class PolicyStack {
   std::vector<std::vector<Policy*>> observers_;  // [hook][layer], observation hooks
   std::vector<Policy*> evictors_;                // policies owning evictions on some layer
   bool ranks_whole_calls_ = false;
+  bool reads_normed_input_ = false;
   std::optional<KvFormat> kv_format_;
 
   DecisionLog* log_ = nullptr;

@@ -231,6 +231,54 @@ TEST(ForwardPass, OneLongBatchGivesTheLogitsOfShortBatches) {
   expect_one_long_batch_equals_batches(*Model::load(path), 2);
 }
 
+// An observer of every layer's input that reads the attention-input norms or not.
+class NormsObserver final : public Policy {
+ public:
+  explicit NormsObserver(bool reads) : Policy(PolicySpec{"norms-observer", {}}), reads_(reads) {}
+  std::vector<HookClaim> claims() const override { return {{Hook::ObserveLayerInput, {}}}; }
+  bool reads_normed_input() const override { return reads_; }
+  void observe_layer_input(const LayerInput& in) override { given.push_back(in.normed != nullptr); }
+  std::vector<bool> given;  // per call and layer: LayerInput::normed was set
+
+ private:
+  bool reads_;
+};
+
+// ZipVL ranks a prompt whole and reads no attention-input norms, so its 1,100-row prompt is normed
+// in 512-row passes; beside a policy that reads them, every row's norms are kept through the layer.
+// The logits and ZipVL's decisions are the same bit for bit, and LayerInput::normed is set exactly
+// when a policy of the stack reads it.
+TEST(ForwardPass, NormsInPassesGiveTheResultsOfWholeNorms) {
+  const Model& model = stories();
+  ThreadPool pool(2);
+  const size_t n = 1100;
+  const auto tokens = random_tokens(n + 1, 23);
+  const auto run = [&](bool reads) {
+    Transformer tf(model, pool, n + 1);
+    Outcome out;
+    tf.set_decision_log(&out.log);
+    std::vector<std::unique_ptr<Policy>> policies;
+    policies.push_back(builtin_policies().create("zipvl:tau=0.9"));
+    auto observer = std::make_unique<NormsObserver>(reads);
+    const NormsObserver* seen = observer.get();
+    policies.push_back(std::move(observer));
+    tf.set_policies(std::make_unique<PolicyStack>(std::move(policies), model));
+    for (const auto call : {std::span(tokens).first(n), std::span(tokens).subspan(n)}) {
+      const std::span<const float> logits = tf.forward(call, true);
+      out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    }
+    EXPECT_EQ(seen->given, std::vector<bool>(2 * model.config().n_layers, reads));
+    return out;
+  };
+  const Outcome passes = run(false), whole = run(true);
+  EXPECT_TRUE(same_bits(passes.logits, whole.logits));
+  EXPECT_TRUE(same_log(passes.log, whole.log));
+  size_t skipped = 0;  // ZipVL did skip: the passes ran over a subset of rows
+  for (const LayerRecord& r : passes.log.layers)
+    for (uint8_t f : r.flags) skipped += !(f & kRanAttention);
+  EXPECT_GT(skipped, 0u);
+}
+
 TEST(ForwardPass, RejectsABadStepBeforeRunningAny) {
   ThreadPool pool(1);
   ForwardPass pass(stories(), pool);

@@ -39,6 +39,7 @@ class ZipVL final : public Policy {
   std::vector<HookClaim> claims() const override;
   std::optional<KvFormat> kv_format() const override;
   bool ranks_whole_calls() const override { return true; }
+  bool reads_normed_input() const override { return false; }
   bool skips_by_queries() const override { return true; }
   void skip_attention(const LayerInput& in, const KvRows& kv, const RowSet& running,
                       AttentionSkips& out) override;
