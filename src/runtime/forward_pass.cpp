@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/row_gather.h"
 #include "kernels/simd_ops.h"
 
 namespace ts {
@@ -194,8 +195,7 @@ void ForwardPass::normed_passes(const std::vector<float>& weight,
 }
 
 void ForwardPass::add_pass(size_t first, size_t n) {
-  const size_t d = model_.config().n_embd;
-  for (size_t i = 0; i < n; ++i) add_in_place(&x_[pass_rows_[first + i] * d], &xn_[i * d], d);
+  scatter_add_rows(xn_.data(), std::span(pass_rows_).subspan(first, n), model_.config().n_embd, x_.data());
 }
 
 void ForwardPass::for_attention_inputs(size_t layer, RowSet LayerRows::*set, size_t Slice::*first,

@@ -49,11 +49,6 @@ class RowSet {
     if (all_) return static_cast<void>(std::copy_n(src, n_ * width, dst));
     gather_rows(src, list_, width, dst);
   }
-  // dst rows += compact rows of src.
-  void add_to(const float* src, size_t width, float* dst) const {
-    if (!all_) return scatter_add_rows(src, list_, width, dst);
-    for (size_t i = 0; i < n_ * width; ++i) dst[i] += src[i];
-  }
 
  private:
   bool all_ = true;
